@@ -1,0 +1,209 @@
+//! The `gptlens` command line: parse, call the library, print. No logic of its own.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use gptlens::sample::{softmax_with_temperature, SamplingParams, Sampler};
+use gptlens::tokenizer::Tokenizer;
+use gptlens::{CaptureSpec, Checkpoint, Error, Result, Session};
+
+#[derive(Parser)]
+#[command(name = "gptlens", version, about = "Run a GPT and look inside: attention, layernorm statistics, next-token probabilities.")]
+struct Cli {
+    /// Worker threads for the kernels (default: one per core).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show the tokens of a prompt and the most likely next tokens.
+    Run {
+        #[command(flatten)]
+        input: Input,
+        /// How many next-token candidates to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Temperature applied to the listed probabilities.
+        #[arg(long, default_value_t = 1.0)]
+        temperature: f32,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Capture every hook (attention patterns, layernorm statistics, residual norms, logits) to a
+    /// safetensors file named like TransformerLens hooks.
+    Trace {
+        #[command(flatten)]
+        input: Input,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Continue a prompt, printing text as it is generated.
+    Generate {
+        #[command(flatten)]
+        input: Input,
+        /// Number of tokens to generate.
+        #[arg(short = 'n', long, default_value_t = 32)]
+        n: usize,
+        /// 0 is greedy.
+        #[arg(long, default_value_t = 1.0)]
+        temperature: f32,
+        #[arg(long)]
+        top_k: Option<usize>,
+        #[arg(long)]
+        top_p: Option<f32>,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+}
+
+#[derive(Args)]
+struct Input {
+    /// A model folder (config.json + model.safetensors [+ tokenizer files]) or a .safetensors file.
+    #[arg(long)]
+    model: PathBuf,
+    /// Text to tokenize (needs tokenizer files).
+    #[arg(long, conflicts_with = "tokens", required_unless_present = "tokens")]
+    prompt: Option<String>,
+    /// Token ids, comma-separated, e.g. 15496,11,995.
+    #[arg(long, value_delimiter = ',')]
+    tokens: Option<Vec<u32>>,
+}
+
+struct Loaded {
+    ckpt: Checkpoint,
+    tokens: Vec<u32>,
+}
+
+impl Input {
+    fn load(&self) -> Result<Loaded> {
+        let ckpt = Checkpoint::open(&self.model)?;
+        let tokens = match (&self.prompt, &self.tokens) {
+            (_, Some(ids)) => ids.clone(),
+            (Some(text), None) => ckpt.tokenizer.as_ref().ok_or(Error::NoTokenizer)?.encode(text)?,
+            (None, None) => return Err(Error::InvalidArgument("give --prompt or --tokens".into())),
+        };
+        Ok(Loaded { ckpt, tokens })
+    }
+}
+
+fn label(tokenizer: Option<&Tokenizer>, id: u32) -> String {
+    tokenizer.and_then(|t| t.token_string(id).ok()).unwrap_or_else(|| format!("<{id}>"))
+}
+
+fn run(cli: Cli) -> Result<()> {
+    if let Some(n) = cli.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))?;
+    }
+    match cli.command {
+        Command::Run { input, top, temperature, json } => {
+            let Loaded { ckpt, tokens } = input.load()?;
+            let tok = ckpt.tokenizer.as_ref();
+            let trace = Session::new(ckpt.model.clone()).run(&tokens, &CaptureSpec::none())?;
+            let probs = softmax_with_temperature(&trace.last_logits, temperature)?;
+            let mut order: Vec<usize> = (0..probs.len()).collect();
+            order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+            let best = &order[..top.min(order.len())];
+            if json {
+                let out = serde_json::json!({
+                    "tokens": tokens.iter().map(|&id| serde_json::json!({"id": id, "text": label(tok, id)})).collect::<Vec<_>>(),
+                    "top": best.iter().map(|&i| serde_json::json!({"id": i, "text": label(tok, i as u32), "prob": probs[i]})).collect::<Vec<_>>(),
+                });
+                println!("{out}");
+            } else {
+                let c = &ckpt.model.config;
+                println!(
+                    "model: {} layers, {} heads, d_model {}, vocab {}, context {}",
+                    c.n_layer, c.n_head, c.d_model, c.vocab_size, c.n_ctx
+                );
+                let shown: Vec<String> = tokens.iter().map(|&id| format!("{id} {:?}", label(tok, id))).collect();
+                println!("tokens ({}): {}", tokens.len(), shown.join(" | "));
+                println!("next token (temperature {temperature}):");
+                for (rank, &i) in best.iter().enumerate() {
+                    println!("{:>4}. {:>7} {:<24} {:.4}", rank + 1, i, format!("{:?}", label(tok, i as u32)), probs[i]);
+                }
+            }
+        }
+        Command::Trace { input, out } => {
+            let Loaded { ckpt, tokens } = input.load()?;
+            let trace = Session::new(ckpt.model.clone()).run(&tokens, &CaptureSpec::all(&ckpt.model.config))?;
+            let bytes = trace.to_safetensors()?;
+            std::fs::write(&out, &bytes).map_err(|source| Error::Io { path: out.display().to_string(), source })?;
+            println!("wrote {} tensors for {} tokens to {} ({} bytes)", trace.tensors.len() + 1, tokens.len(), out.display(), bytes.len());
+        }
+        Command::Generate { input, n, temperature, top_k, top_p, seed } => {
+            let Loaded { ckpt, tokens } = input.load()?;
+            let tok = ckpt.tokenizer.as_ref();
+            let mut sampler = Sampler::new(SamplingParams { temperature, top_k, top_p }, seed)?;
+            let eos = ckpt.model.config.eos_token_id.or_else(|| tok.and_then(|t| t.token_id("<|endoftext|>")));
+            let mut stdout = std::io::stdout().lock();
+            let mut printer = StreamPrinter::default();
+            if let Some(t) = tok {
+                printer.push(&mut stdout, &t.decode_bytes(&tokens)?);
+            }
+            let mut session = Session::new(ckpt.model.clone());
+            let mut failed = None;
+            session.generate(&tokens, n, &mut sampler, eos, |id| {
+                let bytes = match tok {
+                    Some(t) => t.decode_bytes(&[id]),
+                    None => Ok(format!("<{id}>").into_bytes()),
+                };
+                match bytes {
+                    Ok(b) => printer.push(&mut stdout, &b),
+                    Err(e) => failed = Some(e),
+                }
+                failed.is_none()
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            printer.finish(&mut stdout);
+        }
+    }
+    Ok(())
+}
+
+/// Prints bytes as UTF-8 text as soon as they form complete characters (a token may end halfway
+/// through one).
+#[derive(Default)]
+struct StreamPrinter {
+    pending: Vec<u8>,
+}
+
+impl StreamPrinter {
+    fn push(&mut self, out: &mut impl Write, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        let valid = match std::str::from_utf8(&self.pending) {
+            Ok(s) => s.len(),
+            // An incomplete character at the end waits; an invalid one is printed as U+FFFD.
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.pending.len(),
+        };
+        let _ = write!(out, "{}", String::from_utf8_lossy(&self.pending[..valid]));
+        let _ = out.flush();
+        self.pending.drain(..valid);
+    }
+
+    fn finish(&mut self, out: &mut impl Write) {
+        let _ = writeln!(out, "{}", String::from_utf8_lossy(&self.pending));
+        self.pending.clear();
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! One error type for the whole engine. Every message is written for the person who supplied the
+//! input: it names the file, tensor or token at fault and what was expected instead.
+
+use thiserror::Error;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("cannot read {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+
+    #[error("not a valid safetensors file: {0}")]
+    Safetensors(String),
+
+    #[error("bad config.json: {0}")]
+    Config(String),
+
+    #[error("the checkpoint has no tensor named `{name}`")]
+    MissingTensor { name: String },
+
+    #[error("tensor `{name}` has shape {got:?}, but the config implies {expected:?}")]
+    ShapeMismatch { name: String, expected: Vec<usize>, got: Vec<usize> },
+
+    #[error("tensor `{name}` is stored as {dtype}, which gptlens cannot read (expected F32, F16 or BF16)")]
+    UnsupportedDtype { name: String, dtype: String },
+
+    #[error("model files are incomplete: {0}")]
+    MissingFile(String),
+
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+
+    #[error("this model has no tokenizer files (tokenizer.json, or vocab.json + merges.txt); pass token ids instead of text")]
+    NoTokenizer,
+
+    #[error("token id {id} is out of range: the vocabulary has {vocab} tokens (ids 0..{vocab})")]
+    TokenOutOfRange { id: u32, vocab: usize },
+
+    #[error("{len} tokens do not fit in the model's context of {n_ctx} tokens")]
+    ContextOverflow { len: usize, n_ctx: usize },
+
+    #[error("nothing to run: the token sequence is empty")]
+    EmptyInput,
+
+    #[error("unknown hook `{name}` (known hooks look like `blocks.0.attn.hook_pattern`, `ln_final.hook_scale`, `logits`)")]
+    UnknownHook { name: String },
+
+    #[error("{0}")]
+    InvalidArgument(String),
+}

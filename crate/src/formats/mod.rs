@@ -1,0 +1,5 @@
+//! Readers for checkpoint files. They validate every size and offset against the bytes they were
+//! given and turn anything malformed into a typed [`crate::Error`]; they do no math.
+
+pub mod hf_config;
+pub mod safetensors;

@@ -1,0 +1,82 @@
+//! Hot loops. Each kernel has a naive twin in its tests that serves as the oracle.
+//!
+//! Determinism across platforms: every reduction accumulates into [`LANES`] independent partial
+//! sums in a fixed order, then folds them in a fixed tree ([`fold_lanes`]). The compiler maps the
+//! lane array onto whatever vector width the target has (SSE, AVX2, wasm SIMD128, or scalar
+//! registers) without changing a single rounding, so native, wasm-with-SIMD and wasm-without-SIMD
+//! produce bit-identical logits, and seeded sampling gives the same text everywhere. For the same
+//! reason `exp` and `tanh` come from the pure-Rust `libm` crate rather than the platform's C library.
+
+pub mod activation;
+pub mod attention;
+pub mod matmul;
+pub mod norm;
+
+/// Width of the partial-sum array in every reduction.
+pub const LANES: usize = 8;
+
+/// Folds partial sums in a fixed pairwise tree.
+#[inline(always)]
+pub fn fold_lanes(a: [f32; LANES]) -> f32 {
+    ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+}
+
+/// Dot products of one weight row with `R` input rows at once, so the row is loaded once for all
+/// of them. Each of the `R` results has the same summation order as `dot(w, x)` alone.
+#[inline(always)]
+pub fn dot_rows<const R: usize>(w: &[f32], xs: [&[f32]; R]) -> [f32; R] {
+    let n = w.len();
+    for x in &xs {
+        assert_eq!(x.len(), n, "dot product of rows with different lengths");
+    }
+    let mut acc = [[0.0f32; LANES]; R];
+    let full = n - n % LANES;
+    let mut i = 0;
+    while i < full {
+        let wl = &w[i..i + LANES];
+        for r in 0..R {
+            let xl = &xs[r][i..i + LANES];
+            for l in 0..LANES {
+                acc[r][l] += wl[l] * xl[l];
+            }
+        }
+        i += LANES;
+    }
+    for j in full..n {
+        for r in 0..R {
+            acc[r][j - full] += w[j] * xs[r][j];
+        }
+    }
+    acc.map(fold_lanes)
+}
+
+#[inline(always)]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    dot_rows::<1>(a, [b])[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_matches_a_plain_sum_for_every_tail_length() {
+        for n in 0..40 {
+            let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+            let naive: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+            assert!((f64::from(dot(&a, &b)) - naive).abs() < 1e-5, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn blocked_rows_round_exactly_like_single_rows() {
+        let w: Vec<f32> = (0..77).map(|i| (i as f32 * 0.3).sin() * 3.0).collect();
+        let xs: Vec<Vec<f32>> =
+            (0..4).map(|r| (0..77).map(|i| ((i * (r + 2)) as f32 * 0.7).cos()).collect()).collect();
+        let four = dot_rows::<4>(&w, [&xs[0], &xs[1], &xs[2], &xs[3]]);
+        for r in 0..4 {
+            assert_eq!(four[r].to_bits(), dot(&w, &xs[r]).to_bits());
+        }
+    }
+}

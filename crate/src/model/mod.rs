@@ -1,0 +1,11 @@
+//! The architecture: hyperparameters, weights, the forward pass and sessions that run it.
+
+mod config;
+mod forward;
+mod session;
+mod weights;
+
+pub use config::Config;
+pub use forward::{Model, CHUNK};
+pub use session::Session;
+pub use weights::{LayerWeights, View, Weights};

@@ -1,0 +1,254 @@
+//! A session: one model, its KV cache and the captured values of every position it has run.
+//!
+//! Running a sequence that shares a prefix with the previous one recomputes only the new suffix:
+//! the prefix's keys, values and captured tensors (attention rows, LayerNorm statistics, …) are
+//! causal, so they cannot change. That is what makes "update on every keystroke" cheap.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::model::forward::{forward_chunk, Activations, KvCache, Recorder, CHUNK};
+use crate::model::{Config, Model};
+use crate::sample::Sampler;
+use crate::trace::{CaptureSpec, Hook, Tensor, Trace};
+
+pub struct Session {
+    model: Arc<Model>,
+    acts: Activations,
+    kv: KvCache,
+    /// Tokens whose keys and values are in the cache, in order.
+    tokens: Vec<u32>,
+    captures: Captures,
+    /// `[V]`: logits after the last token of `tokens`.
+    last_logits: Vec<f32>,
+}
+
+impl Session {
+    pub fn new(model: Arc<Model>) -> Session {
+        let c = &model.config;
+        Session {
+            acts: Activations::new(c),
+            kv: KvCache::new(c),
+            tokens: Vec::new(),
+            captures: Captures::default(),
+            last_logits: vec![0.0; c.vocab_size],
+            model,
+        }
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.model.config
+    }
+
+    /// Tokens currently in the cache.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Logits after the last cached token (`[V]`); empty-session value is all zeros.
+    pub fn last_logits(&self) -> &[f32] {
+        &self.last_logits
+    }
+
+    /// Runs `tokens`, reusing the longest prefix shared with what the session ran before, and
+    /// returns the trace of the whole sequence with the hooks in `spec`. Invalid input is rejected
+    /// before the session changes, so an error loses nothing.
+    pub fn run(&mut self, tokens: &[u32], spec: &CaptureSpec) -> Result<Trace> {
+        self.check_tokens(tokens, 0)?;
+        let mut keep = common_prefix(&self.tokens, tokens);
+        if !spec.is_subset(&self.captures.spec) {
+            // Hooks the cached prefix did not record: only a full recompute can fill them.
+            keep = 0;
+        }
+        // The last token always runs unless the sequence is exactly what is cached: its logits
+        // (the next-token prediction) are kept only for the end of the cached sequence.
+        if !(keep == tokens.len() && keep == self.tokens.len()) {
+            keep = keep.min(tokens.len() - 1);
+        }
+        self.truncate(keep);
+        self.captures.narrow_to(spec);
+        let computed = tokens.len() - keep;
+        self.extend(&tokens[keep..]);
+        Ok(self.trace(computed))
+    }
+
+    /// Appends one token (one decode step) and returns the logits that predict the next one.
+    /// Hooks being captured in this session keep being recorded.
+    pub fn step(&mut self, token: u32) -> Result<&[f32]> {
+        self.check_tokens(&[token], self.tokens.len())?;
+        self.extend(&[token]);
+        Ok(&self.last_logits)
+    }
+
+    /// Generates up to `max_new` tokens after `prompt`, stopping early after `stop` (e.g. EOS).
+    /// `on_token` sees each token as it is chosen (for streaming) and may return false to stop.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        max_new: usize,
+        sampler: &mut Sampler,
+        stop: Option<u32>,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<Vec<u32>> {
+        let n_ctx = self.model.config.n_ctx;
+        if prompt.len() + max_new > n_ctx {
+            return Err(Error::ContextOverflow { len: prompt.len() + max_new, n_ctx });
+        }
+        self.run(prompt, &CaptureSpec::none())?;
+        let mut out = Vec::with_capacity(max_new);
+        for i in 0..max_new {
+            let token = sampler.sample(&self.last_logits)?;
+            out.push(token);
+            if !on_token(token) || Some(token) == stop {
+                break;
+            }
+            if i + 1 < max_new {
+                self.step(token)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks `tokens` as a continuation of the first `after` cached tokens.
+    fn check_tokens(&self, tokens: &[u32], after: usize) -> Result<()> {
+        let c = &self.model.config;
+        if tokens.is_empty() {
+            return Err(Error::EmptyInput);
+        }
+        if after + tokens.len() > c.n_ctx {
+            return Err(Error::ContextOverflow { len: after + tokens.len(), n_ctx: c.n_ctx });
+        }
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= c.vocab_size) {
+            return Err(Error::TokenOutOfRange { id, vocab: c.vocab_size });
+        }
+        Ok(())
+    }
+
+    /// Forgets everything after the first `n` tokens.
+    fn truncate(&mut self, n: usize) {
+        self.tokens.truncate(n);
+        self.captures.truncate(&self.model.config, n);
+    }
+
+    /// Runs `new` after the cached tokens, chunk by chunk. The caller has validated the tokens.
+    fn extend(&mut self, new: &[u32]) {
+        let model = Arc::clone(&self.model);
+        let mut last_chunk = 0;
+        for chunk in new.chunks(CHUNK) {
+            let pos0 = self.tokens.len();
+            forward_chunk(&model, &mut self.acts, &mut self.kv, chunk, pos0, &mut self.captures);
+            self.tokens.extend_from_slice(chunk);
+            last_chunk = chunk.len();
+        }
+        if last_chunk == 0 {
+            return;
+        }
+        // With `logits` captured the last chunk left every row's logits; else just the last row's.
+        let v = model.config.vocab_size;
+        let last_row = if self.captures.spec.contains(Hook::Logits) { (last_chunk - 1) * v } else { 0 };
+        self.last_logits.copy_from_slice(&self.acts.logits[last_row..last_row + v]);
+    }
+
+    fn trace(&self, computed: usize) -> Trace {
+        let c = &self.model.config;
+        let t = self.tokens.len();
+        let tensors = self
+            .captures
+            .spec
+            .hooks()
+            .map(|hook| {
+                let stored = self.captures.values.get(&hook).map_or(&[][..], Vec::as_slice);
+                let data = match hook {
+                    Hook::AttnPattern(_) => unpack_triangle(stored, c.n_head, t),
+                    _ => stored.to_vec(),
+                };
+                (hook.to_string(), Tensor { shape: hook.shape(c, t), data })
+            })
+            .collect();
+        Trace { tokens: self.tokens.clone(), last_logits: self.last_logits.clone(), computed, tensors }
+    }
+}
+
+/// Captured values of every cached position, per hook, in a per-position layout that grows
+/// by appending and shrinks by truncating:
+/// - attention patterns: position p contributes `H` rows of `p + 1` probabilities;
+/// - logits: `V` values per position; LayerNorm statistics and residual norms: one value.
+#[derive(Default)]
+struct Captures {
+    spec: CaptureSpec,
+    values: BTreeMap<Hook, Vec<f32>>,
+}
+
+impl Captures {
+    fn stored_len(hook: Hook, c: &Config, positions: usize) -> usize {
+        match hook {
+            Hook::AttnPattern(_) => c.n_head * positions * (positions + 1) / 2,
+            Hook::Logits => positions * c.vocab_size,
+            _ => positions,
+        }
+    }
+
+    fn truncate(&mut self, c: &Config, positions: usize) {
+        for (&hook, v) in self.values.iter_mut() {
+            v.truncate(Self::stored_len(hook, c, positions));
+        }
+    }
+
+    /// Records exactly `spec` from now on, dropping other hooks. Callers keep a cached prefix only
+    /// when `spec` is a subset of what was recorded, so every kept hook covers that prefix.
+    fn narrow_to(&mut self, spec: &CaptureSpec) {
+        self.values.retain(|h, _| spec.contains(*h));
+        for hook in spec.hooks() {
+            self.values.entry(hook).or_default();
+        }
+        self.spec = spec.clone();
+    }
+}
+
+impl Recorder for Captures {
+    fn wants(&self, hook: Hook) -> bool {
+        self.spec.contains(hook)
+    }
+
+    fn record(&mut self, hook: Hook, c: &Config, acts: &Activations, pos0: usize, n: usize) {
+        let Some(store) = self.values.get_mut(&hook) else { return };
+        match hook {
+            Hook::AttnPattern(_) => {
+                // acts.att is [H, CHUNK, n_ctx]; store position by position, all heads each.
+                for i in 0..n {
+                    for h in 0..c.n_head {
+                        let row = (h * CHUNK + i) * c.n_ctx;
+                        store.extend_from_slice(&acts.att[row..row + pos0 + i + 1]);
+                    }
+                }
+            }
+            Hook::Logits => store.extend_from_slice(&acts.logits[..n * c.vocab_size]),
+            Hook::NormMean(_) => store.extend_from_slice(&acts.norm_mean[..n]),
+            Hook::NormScale(_) => store.extend_from_slice(&acts.norm_scale[..n]),
+            Hook::ResidPostNorm(_) => store.extend_from_slice(&acts.resid_norm[..n]),
+        }
+    }
+}
+
+/// Expands position-major attention rows into a dense `[H, T, T]` tensor, zero above the diagonal.
+fn unpack_triangle(stored: &[f32], n_head: usize, t: usize) -> Vec<f32> {
+    let mut dense = vec![0.0; n_head * t * t];
+    let mut at = 0;
+    for p in 0..t {
+        for h in 0..n_head {
+            let row = &stored[at..at + p + 1];
+            dense[(h * t + p) * t..(h * t + p) * t + p + 1].copy_from_slice(row);
+            at += p + 1;
+        }
+    }
+    dense
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

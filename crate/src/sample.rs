@@ -1,0 +1,227 @@
+//! Choosing the next token: temperature, top-k, top-p, greedy, with a seeded generator whose
+//! stream is the same on every platform (same seed → same text natively and in the browser).
+
+use crate::error::{Error, Result};
+
+/// SplitMix64: tiny, fast, and fully specified here, so no dependency upgrade can change which
+/// text a seed produces.
+#[derive(Clone, Debug)]
+pub struct Rng {
+    state: u64,
+}
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)` with 24 random bits (every value exactly representable).
+    pub fn next_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// How to turn logits into a choice. `temperature == 0` means greedy (argmax).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SamplingParams {
+    pub temperature: f32,
+    /// Keep only the `k` most probable tokens.
+    pub top_k: Option<usize>,
+    /// Keep the smallest set of most probable tokens whose probability reaches `p`.
+    pub top_p: Option<f32>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self { temperature: 1.0, top_k: None, top_p: None }
+    }
+}
+
+impl SamplingParams {
+    pub fn greedy() -> Self {
+        Self { temperature: 0.0, top_k: None, top_p: None }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return Err(Error::InvalidArgument(format!("temperature {} must be ≥ 0", self.temperature)));
+        }
+        if self.top_k == Some(0) {
+            return Err(Error::InvalidArgument("top-k must be at least 1".into()));
+        }
+        if let Some(p) = self.top_p {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(Error::InvalidArgument(format!("top-p {p} must be in (0, 1]")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Softmax of `logits / temperature`; temperature 0 puts all mass on the argmax.
+pub fn softmax_with_temperature(logits: &[f32], temperature: f32) -> Result<Vec<f32>> {
+    SamplingParams { temperature, top_k: None, top_p: None }.validate()?;
+    let mut probs = vec![0.0; logits.len()];
+    if temperature == 0.0 {
+        probs[argmax(logits)?] = 1.0;
+        return Ok(probs);
+    }
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return Err(Error::InvalidArgument("the logits are not finite numbers".into()));
+    }
+    let mut total = 0.0f64;
+    for (p, &l) in probs.iter_mut().zip(logits) {
+        *p = libm::expf((l - max) / temperature);
+        total += f64::from(*p);
+    }
+    for p in &mut probs {
+        *p = (f64::from(*p) / total) as f32;
+    }
+    Ok(probs)
+}
+
+/// The distribution sampling draws from: tempered softmax with tokens outside top-k / top-p set
+/// to zero and the rest renormalised. This is what a UI shows as "the tokens that survive".
+pub fn filtered_probs(logits: &[f32], params: &SamplingParams) -> Result<Vec<f32>> {
+    params.validate()?;
+    let mut probs = softmax_with_temperature(logits, params.temperature)?;
+    let mut order: Vec<usize> = (0..probs.len()).collect();
+    // Highest first; ties broken by the lower id, so the order is total and reproducible.
+    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+    let mut keep = params.top_k.unwrap_or(order.len()).min(order.len());
+    if let Some(p) = params.top_p {
+        let mut cumulative = 0.0f64;
+        let needed = order
+            .iter()
+            .position(|&i| {
+                cumulative += f64::from(probs[i]);
+                cumulative >= f64::from(p)
+            })
+            .map_or(order.len(), |i| i + 1);
+        keep = keep.min(needed);
+    }
+    for &i in &order[keep..] {
+        probs[i] = 0.0;
+    }
+    let total: f64 = order[..keep].iter().map(|&i| f64::from(probs[i])).sum();
+    for &i in &order[..keep] {
+        probs[i] = (f64::from(probs[i]) / total) as f32;
+    }
+    Ok(probs)
+}
+
+/// Index of the largest logit (the first one on ties).
+pub fn argmax(logits: &[f32]) -> Result<usize> {
+    let mut best: Option<(usize, f32)> = None;
+    for (i, &l) in logits.iter().enumerate() {
+        if l.is_nan() {
+            return Err(Error::InvalidArgument("the logits contain NaN".into()));
+        }
+        if best.is_none_or(|(_, b)| l > b) {
+            best = Some((i, l));
+        }
+    }
+    best.map(|(i, _)| i).ok_or_else(|| Error::InvalidArgument("no logits to choose from".into()))
+}
+
+/// A sampling policy with its own random stream.
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    params: SamplingParams,
+    rng: Rng,
+}
+
+impl Sampler {
+    pub fn new(params: SamplingParams, seed: u64) -> Result<Self> {
+        params.validate()?;
+        Ok(Self { params, rng: Rng::new(seed) })
+    }
+
+    pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
+        let id = if self.params.temperature == 0.0 {
+            argmax(logits)?
+        } else {
+            let probs = filtered_probs(logits, &self.params)?;
+            let r = f64::from(self.rng.next_f32());
+            let mut cumulative = 0.0f64;
+            // Falls back to the last surviving token if rounding leaves r above the total.
+            let mut chosen = argmax(&probs)?;
+            for (i, &p) in probs.iter().enumerate() {
+                if p > 0.0 {
+                    cumulative += f64::from(p);
+                    chosen = i;
+                    if r < cumulative {
+                        break;
+                    }
+                }
+            }
+            chosen
+        };
+        u32::try_from(id).map_err(|_| Error::InvalidArgument("vocabulary too large".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stream_is_pinned() {
+        // SplitMix64's published first output for seed 0.
+        assert_eq!(Rng::new(0).next_u64(), 0xE220_A839_7B1D_CDAF);
+    }
+
+    #[test]
+    fn greedy_takes_the_first_maximum() {
+        let mut s = Sampler::new(SamplingParams::greedy(), 1).unwrap();
+        assert_eq!(s.sample(&[0.1, 3.0, 3.0, -1.0]).unwrap(), 1);
+    }
+
+    /// probs of [ln 4, ln 3, ln 2, ln 1] = [0.4, 0.3, 0.2, 0.1]
+    /// top-k 2  → [4/7, 3/7, 0, 0]
+    /// top-p 0.8 → keeps 0.4 + 0.3 + 0.2 = 0.9 ≥ 0.8 → [4/9, 3/9, 2/9, 0]
+    #[test]
+    fn top_k_and_top_p_keep_the_right_tokens() {
+        let logits = [4f32.ln(), 3f32.ln(), 2f32.ln(), 0.0];
+        let k = filtered_probs(&logits, &SamplingParams { top_k: Some(2), ..Default::default() }).unwrap();
+        assert!((k[0] - 4. / 7.).abs() < 1e-6 && (k[1] - 3. / 7.).abs() < 1e-6 && k[2] == 0. && k[3] == 0.);
+        let p = filtered_probs(&logits, &SamplingParams { top_p: Some(0.8), ..Default::default() }).unwrap();
+        assert!((p[0] - 4. / 9.).abs() < 1e-6 && (p[2] - 2. / 9.).abs() < 1e-6 && p[3] == 0.);
+    }
+
+    #[test]
+    fn sampling_follows_the_distribution_and_the_seed() {
+        let logits = [4f32.ln(), 3f32.ln(), 2f32.ln(), 0.0];
+        let draw = |seed| {
+            let mut s = Sampler::new(SamplingParams::default(), seed).unwrap();
+            (0..4000).map(|_| s.sample(&logits).unwrap()).collect::<Vec<_>>()
+        };
+        let a = draw(7);
+        assert_eq!(a, draw(7));
+        assert_ne!(a, draw(8));
+        let share = a.iter().filter(|&&t| t == 0).count() as f32 / a.len() as f32;
+        assert!((share - 0.4).abs() < 0.03, "{share}");
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        for p in [
+            SamplingParams { temperature: -1.0, ..Default::default() },
+            SamplingParams { temperature: f32::NAN, ..Default::default() },
+            SamplingParams { top_k: Some(0), ..Default::default() },
+            SamplingParams { top_p: Some(1.5), ..Default::default() },
+        ] {
+            assert!(Sampler::new(p, 0).is_err());
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! Byte-level BPE: the tokenizer of GPT-2 and its descendants, as Python `tokenizers` runs it.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fmt;
+
+use super::added_tokens::{AddedToken, AddedTokens, Segment};
+use super::byte_level::{token_bytes, BYTE_TO_CHAR};
+use super::pretokenize::Gpt2Splitter;
+use crate::error::{Error, Result};
+
+/// Ids at or above this are refused: a corrupt id would otherwise make the decode table
+/// allocate gigabytes. The largest real vocabularies have a few hundred thousand tokens.
+const MAX_VOCAB_SIZE: usize = 1 << 24;
+
+/// Everything a tokenizer file says about encoding, already checked for features gptlens lacks.
+pub(super) struct BpeConfig {
+    /// Token spelled in the byte alphabet (`Ġthe`) → id.
+    pub(super) vocab: HashMap<String, u32>,
+    /// Pairs in priority order: the earlier a merge, the sooner it applies.
+    pub(super) merges: Vec<(String, String)>,
+    pub(super) added_tokens: Vec<AddedToken>,
+    /// Prepend a space to text that does not start with one, so the first word is spelled like
+    /// every other word.
+    pub(super) add_prefix_space: bool,
+    /// Split with GPT-2's pattern; without it each stretch of text is one word.
+    pub(super) split_with_gpt2_pattern: bool,
+    pub(super) unknown_token: Option<String>,
+    pub(super) fuse_unknown: bool,
+    /// Emit a word that is itself in the vocabulary as that token, without merging (Llama 3).
+    pub(super) whole_words_first: bool,
+}
+
+/// A byte-level BPE tokenizer loaded from tokenizer.json or vocab.json + merges.txt.
+#[derive(Clone)]
+pub struct BpeTokenizer {
+    vocab: HashMap<String, u32>,
+    added: AddedTokens,
+    add_prefix_space: bool,
+    splitter: Option<Gpt2Splitter>,
+    merges: MergeTable,
+    /// The vocabulary id of each byte's single-character token.
+    byte_ids: [Option<u32>; 256],
+    unknown: Option<UnknownToken>,
+    whole_words_first: bool,
+    /// Id → the bytes it decodes to; `None` for ids no token has.
+    decoded: Vec<Option<Box<[u8]>>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct UnknownToken {
+    id: u32,
+    /// Several unknown characters in a row become one unknown token.
+    fuse: bool,
+}
+
+impl BpeTokenizer {
+    pub(super) fn new(config: BpeConfig) -> Result<Self> {
+        let BpeConfig {
+            vocab,
+            merges,
+            added_tokens,
+            add_prefix_space,
+            split_with_gpt2_pattern,
+            unknown_token,
+            fuse_unknown,
+            whole_words_first,
+        } = config;
+        if vocab.is_empty() {
+            return Err(Error::Tokenizer("the vocabulary is empty".into()));
+        }
+        if let Some((token, &id)) = vocab.iter().find(|(_, &id)| id as usize >= MAX_VOCAB_SIZE) {
+            return Err(Error::Tokenizer(format!(
+                "token `{token}` has id {id}; gptlens accepts ids below {MAX_VOCAB_SIZE}"
+            )));
+        }
+        let merges = MergeTable::new(&vocab, merges)?;
+        let added = AddedTokens::new(added_tokens, &vocab)?;
+        let unknown = match unknown_token {
+            None => None,
+            Some(token) => match vocab.get(&token) {
+                Some(&id) => Some(UnknownToken { id, fuse: fuse_unknown }),
+                None => return Err(Error::Tokenizer(format!("the unknown token `{token}` is not in the vocabulary"))),
+            },
+        };
+        let byte_ids = std::array::from_fn(|byte| vocab.get(BYTE_TO_CHAR[byte].to_string().as_str()).copied());
+        let splitter = if split_with_gpt2_pattern { Some(Gpt2Splitter::new()?) } else { None };
+        let decoded = decode_table(&vocab, &added)?;
+        Ok(Self {
+            vocab,
+            added,
+            add_prefix_space,
+            splitter,
+            merges,
+            byte_ids,
+            unknown,
+            whole_words_first,
+            decoded,
+        })
+    }
+
+    pub(super) fn vocab_size(&self) -> usize {
+        self.decoded.len()
+    }
+
+    pub(super) fn token_id(&self, token: &str) -> Option<u32> {
+        self.added.id(token).or_else(|| self.vocab.get(token).copied())
+    }
+
+    /// The bytes of one id; `Ok(None)` for an id inside the range that no token has, which
+    /// decoding skips as HF does.
+    pub(super) fn token_bytes(&self, id: u32) -> Result<Option<&[u8]>> {
+        match self.decoded.get(id as usize) {
+            Some(bytes) => Ok(bytes.as_deref()),
+            None => Err(Error::TokenOutOfRange { id, vocab: self.vocab_size() }),
+        }
+    }
+
+    pub(super) fn encode(&self, text: &str) -> Vec<u32> {
+        let mut ids = Vec::with_capacity(text.len() / 2);
+        for segment in self.added.split(text) {
+            match segment {
+                Segment::Added(id) => ids.push(id),
+                Segment::Text(text) => self.encode_text(text, &mut ids),
+            }
+        }
+        ids
+    }
+
+    /// Encodes text that contains no added token.
+    fn encode_text(&self, text: &str, ids: &mut Vec<u32>) {
+        let prefixed;
+        let text = if self.add_prefix_space && !text.starts_with(' ') {
+            prefixed = format!(" {text}");
+            prefixed.as_str()
+        } else {
+            text
+        };
+        match &self.splitter {
+            Some(splitter) => splitter.split(text).for_each(|word| self.encode_word(word, ids)),
+            None => self.encode_word(text, ids),
+        }
+    }
+
+    fn encode_word(&self, word: &str, ids: &mut Vec<u32>) {
+        if self.whole_words_first {
+            let spelled: String = word.bytes().map(|byte| BYTE_TO_CHAR[byte as usize]).collect();
+            if let Some(&id) = self.vocab.get(&spelled) {
+                ids.push(id);
+                return;
+            }
+        }
+        let mut symbols = Vec::with_capacity(word.len());
+        let mut previous_was_unknown = false;
+        for byte in word.bytes() {
+            let byte_id = self.byte_ids[byte as usize];
+            match (byte_id, self.unknown) {
+                (Some(id), _) => symbols.push(id),
+                (None, Some(unknown)) if !(unknown.fuse && previous_was_unknown) => symbols.push(unknown.id),
+                // Already covered by the fused unknown token, or (without an unknown token)
+                // dropped, as HF drops characters it can neither find nor replace.
+                (None, _) => {}
+            }
+            previous_was_unknown = byte_id.is_none();
+        }
+        ids.extend(self.merges.apply(symbols));
+    }
+}
+
+impl fmt::Debug for BpeTokenizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BpeTokenizer")
+            .field("vocab_size", &self.vocab_size())
+            .field("merges", &self.merges.rules.len())
+            .field("added_tokens", &self.added.iter().count())
+            .field("add_prefix_space", &self.add_prefix_space)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Id → decoded bytes for every vocabulary and added token; added tokens win a shared id, as
+/// they do in HF's `id_to_token`.
+fn decode_table(vocab: &HashMap<String, u32>, added: &AddedTokens) -> Result<Vec<Option<Box<[u8]>>>> {
+    let largest_id = vocab.values().copied().chain(added.iter().map(|(id, _)| id)).max().unwrap_or(0);
+    let size = largest_id as usize + 1;
+    if size > MAX_VOCAB_SIZE {
+        return Err(Error::Tokenizer(format!("the added tokens reach id {largest_id}; gptlens accepts ids below {MAX_VOCAB_SIZE}")));
+    }
+    let mut decoded = vec![None; size];
+    let tokens = vocab.iter().map(|(token, &id)| (id, token.as_str())).chain(added.iter());
+    for (id, token) in tokens {
+        if let Some(slot) = decoded.get_mut(id as usize) {
+            *slot = Some(token_bytes(token).into_boxed_slice());
+        }
+    }
+    Ok(decoded)
+}
+
+/// Which adjacent pair of tokens fuses into which token, and with what priority.
+#[derive(Clone, Debug)]
+struct MergeTable {
+    rules: HashMap<(u32, u32), MergeRule>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct MergeRule {
+    /// Position in the merge list: lower merges first.
+    rank: u32,
+    merged: u32,
+}
+
+/// A token in a word being merged; a doubly linked list over the word's initial symbols.
+#[derive(Clone, Copy)]
+struct Symbol {
+    id: u32,
+    previous: Option<usize>,
+    next: Option<usize>,
+    merged_into_previous: bool,
+}
+
+impl MergeTable {
+    /// Resolves each pair to ids. A pair listed twice keeps its last rank, like HF's map.
+    fn new(vocab: &HashMap<String, u32>, merges: Vec<(String, String)>) -> Result<Self> {
+        let mut rules = HashMap::with_capacity(merges.len());
+        for (rank, (left, right)) in merges.into_iter().enumerate() {
+            let id_of = |token: &str| {
+                vocab.get(token).copied().ok_or_else(|| {
+                    Error::Tokenizer(format!(
+                        "merge #{} `{left} {right}` needs `{token}`, which is not in the vocabulary",
+                        rank + 1
+                    ))
+                })
+            };
+            let pair = (id_of(&left)?, id_of(&right)?);
+            let merged = id_of(&format!("{left}{right}"))?;
+            let rank = u32::try_from(rank).map_err(|_| Error::Tokenizer("too many merges".into()))?;
+            rules.insert(pair, MergeRule { rank, merged });
+        }
+        Ok(Self { rules })
+    }
+
+    /// Applies merges to a word, always the lowest-ranked applicable pair first and the leftmost
+    /// among equals, exactly like HF's `Word::merge_all`. A priority queue keeps long words
+    /// (a page of digits, a run of `=`) at O(n log n) rather than a rescan per merge.
+    fn apply(&self, ids: Vec<u32>) -> impl Iterator<Item = u32> {
+        let mut symbols: Vec<Symbol> = ids
+            .iter()
+            .enumerate()
+            .map(|(position, &id)| Symbol {
+                id,
+                previous: position.checked_sub(1),
+                next: Some(position + 1).filter(|&next| next < ids.len()),
+                merged_into_previous: false,
+            })
+            .collect();
+        // Entries are (rank, left position, merged id); an entry goes stale when either side is
+        // merged away, which popping detects by re-checking the pair still merges that way.
+        let mut queue: BinaryHeap<Reverse<(u32, usize, u32)>> = ids
+            .windows(2)
+            .enumerate()
+            .filter_map(|(position, pair)| {
+                self.rules.get(&(pair[0], pair[1])).map(|rule| Reverse((rule.rank, position, rule.merged)))
+            })
+            .collect();
+        while let Some(Reverse((_, position, merged))) = queue.pop() {
+            let left = symbols[position];
+            let Some(right_position) = left.next.filter(|_| !left.merged_into_previous) else { continue };
+            let right = symbols[right_position];
+            if self.rules.get(&(left.id, right.id)).map(|rule| rule.merged) != Some(merged) {
+                continue;
+            }
+            symbols[position].id = merged;
+            symbols[position].next = right.next;
+            symbols[right_position].merged_into_previous = true;
+            if let Some(after) = right.next {
+                symbols[after].previous = Some(position);
+            }
+            let neighbours = [(left.previous, Some(position)), (Some(position), right.next)];
+            for (first, second) in neighbours {
+                if let (Some(first), Some(second)) = (first, second) {
+                    if let Some(rule) = self.rules.get(&(symbols[first].id, symbols[second].id)) {
+                        queue.push(Reverse((rule.rank, first, rule.merged)));
+                    }
+                }
+            }
+        }
+        symbols.into_iter().filter(|symbol| !symbol.merged_into_previous).map(|symbol| symbol.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A toy vocabulary over the letters of "aaab" with merges `a a` then `aa a` then `a b`.
+    fn toy_table() -> (HashMap<String, u32>, MergeTable) {
+        let vocab: HashMap<String, u32> =
+            ["a", "b", "aa", "aaa", "ab"].iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
+        let merges = [("a", "a"), ("aa", "a"), ("a", "b")].iter().map(|(l, r)| (l.to_string(), r.to_string())).collect();
+        let table = MergeTable::new(&vocab, merges).unwrap();
+        (vocab, table)
+    }
+
+    /// `a a a b` → `aa a b` (leftmost `a a` first) → `aaa b`; `a b` never gets its turn.
+    #[test]
+    fn merges_lowest_rank_then_leftmost() {
+        let (vocab, table) = toy_table();
+        let ids = ["a", "a", "a", "b"].iter().map(|t| vocab[*t]).collect();
+        assert_eq!(table.apply(ids).collect::<Vec<_>>(), [vocab["aaa"], vocab["b"]]);
+    }
+
+    /// `a a a a` → `aa aa`: two separate `a a` merges, and no rule joins `aa aa`.
+    #[test]
+    fn repeated_pairs_merge_left_to_right() {
+        let (vocab, table) = toy_table();
+        let ids = vec![vocab["a"]; 4];
+        assert_eq!(table.apply(ids).collect::<Vec<_>>(), [vocab["aa"], vocab["aa"]]);
+    }
+
+    #[test]
+    fn unknown_merge_parts_are_named() {
+        let (vocab, _) = toy_table();
+        let merges = vec![("b".to_string(), "b".to_string())];
+        let message = MergeTable::new(&vocab, merges).unwrap_err().to_string();
+        assert!(message.contains("`bb`"), "{message}");
+    }
+}

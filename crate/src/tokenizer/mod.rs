@@ -1,0 +1,165 @@
+//! Text ↔ token ids, id for id as Python `tokenizers` produces them for GPT-2-style models.
+//!
+//! Encoding runs four stages:
+//! 1. **Added tokens** (`added_tokens`): special strings such as `<|endoftext|>` are cut out of
+//!    the raw text first and map straight to their ids; only the text between them goes on.
+//! 2. **Pre-tokenize** (`pretokenize`): GPT-2's regex splits that text into words (`"Hello"`,
+//!    `" world"`, `"'s"`, `"  "`), so no merge ever crosses a word boundary.
+//! 3. **Byte map** (`byte_level`): each word's UTF-8 bytes are spelled in GPT-2's printable byte
+//!    alphabet (`" world"` → `"Ġworld"`), the alphabet the vocabulary is written in, so any text
+//!    encodes without an unknown token.
+//! 4. **BPE merges** (`bpe`): starting from one token per byte, the adjacent pair with the lowest
+//!    merge rank is fused, again and again, until no listed pair is left.
+//!
+//! Decoding concatenates the bytes each id spells. A token may end inside a UTF-8 character, so
+//! [`Tokenizer::decode_bytes`] hands raw bytes to streaming printers, [`Tokenizer::decode`]
+//! replaces incomplete characters with U+FFFD, and [`Tokenizer::token_string`] labels each token
+//! on its own, escaping what cannot be shown.
+//!
+//! [`Tokenizer::Bytes`] skips all of this for byte-level models: ids are byte values.
+//!
+//! Nothing here touches the filesystem: loaders take the files' bytes, so the same code runs in
+//! the browser.
+
+mod added_tokens;
+mod bpe;
+mod byte_level;
+mod load;
+mod pretokenize;
+
+pub use bpe::BpeTokenizer;
+
+use crate::error::{Error, Result};
+
+/// Vocabulary size of [`Tokenizer::Bytes`]: one id per byte value.
+const BYTE_VOCAB_SIZE: usize = 256;
+
+/// Every byte value, so that a byte id can be decoded as a slice like any other token.
+const BYTE_VALUES: [u8; BYTE_VOCAB_SIZE] = {
+    let mut values = [0; BYTE_VOCAB_SIZE];
+    let mut byte = 0;
+    while byte < BYTE_VOCAB_SIZE {
+        values[byte] = byte as u8;
+        byte += 1;
+    }
+    values
+};
+
+#[derive(Clone, Debug)]
+pub enum Tokenizer {
+    /// Byte-level BPE (GPT-2 and its family), loaded from the model's tokenizer files.
+    Bpe(BpeTokenizer),
+    /// For byte-level models: ids are byte values, the vocabulary has 256 entries.
+    Bytes,
+}
+
+impl Tokenizer {
+    /// Loads a Hugging Face tokenizer.json whose model is BPE with the ByteLevel pre-tokenizer.
+    pub fn from_tokenizer_json(bytes: &[u8]) -> Result<Tokenizer> {
+        load::from_tokenizer_json(bytes).map(Tokenizer::Bpe)
+    }
+
+    /// Loads GPT-2's vocab.json + merges.txt; `<|endoftext|>`, when in the vocabulary, is
+    /// treated as a special token as GPT-2's own tokenizers do.
+    pub fn from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<Tokenizer> {
+        load::from_vocab_merges(vocab_json, merges_txt).map(Tokenizer::Bpe)
+    }
+
+    /// One more than the largest id of any vocabulary or added token.
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            Tokenizer::Bpe(bpe) => bpe.vocab_size(),
+            Tokenizer::Bytes => BYTE_VOCAB_SIZE,
+        }
+    }
+
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        Ok(match self {
+            Tokenizer::Bpe(bpe) => bpe.encode(text),
+            Tokenizer::Bytes => text.bytes().map(u32::from).collect(),
+        })
+    }
+
+    /// The text of `ids`, with U+FFFD where the bytes do not form complete UTF-8 characters.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        Ok(String::from_utf8_lossy(&self.decode_bytes(ids)?).into_owned())
+    }
+
+    /// The raw bytes of `ids`, for printers that must hold back a half-finished character.
+    pub fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
+        let mut bytes = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            // An id inside the range that no token has decodes to nothing, as in HF.
+            bytes.extend_from_slice(self.bytes_of(id)?.unwrap_or_default());
+        }
+        Ok(bytes)
+    }
+
+    /// A one-line label for one token, for visualizations. The token's text is shown as is,
+    /// except that a backslash is doubled, control characters are escaped (`\n`, `\t`, `\r`,
+    /// `\u{1b}`) and bytes that are not a whole UTF-8 character appear as `\xE2`. The escapes
+    /// make the label unambiguous, so distinct byte sequences get distinct labels.
+    pub fn token_string(&self, id: u32) -> Result<String> {
+        match self.bytes_of(id)? {
+            Some(bytes) => Ok(display_label(bytes)),
+            None => Err(Error::Tokenizer(format!("token id {id} is not assigned to any token"))),
+        }
+    }
+
+    /// The id of a vocabulary token as the vocabulary spells it (`Ġthe`, `<|endoftext|>`); for
+    /// [`Tokenizer::Bytes`], of a one-byte string.
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        match self {
+            Tokenizer::Bpe(bpe) => bpe.token_id(token),
+            Tokenizer::Bytes => match token.as_bytes() {
+                [byte] => Some(u32::from(*byte)),
+                _ => None,
+            },
+        }
+    }
+
+    /// The bytes of one id: an error past the vocabulary, `None` for an unassigned id.
+    fn bytes_of(&self, id: u32) -> Result<Option<&[u8]>> {
+        match self {
+            Tokenizer::Bpe(bpe) => bpe.token_bytes(id),
+            Tokenizer::Bytes => match BYTE_VALUES.get(id as usize..=id as usize) {
+                Some(byte) => Ok(Some(byte)),
+                None => Err(Error::TokenOutOfRange { id, vocab: BYTE_VOCAB_SIZE }),
+            },
+        }
+    }
+}
+
+fn display_label(bytes: &[u8]) -> String {
+    let mut label = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => label.push_str("\\\\"),
+                '\n' => label.push_str("\\n"),
+                '\r' => label.push_str("\\r"),
+                '\t' => label.push_str("\\t"),
+                c if c.is_control() => label.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+                c => label.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            label.push_str(&format!("\\x{byte:02X}"));
+        }
+    }
+    label
+}
+
+#[cfg(test)]
+mod tests {
+    use super::display_label;
+
+    #[test]
+    fn labels_escape_what_cannot_be_shown() {
+        assert_eq!(display_label(b" hello"), " hello");
+        assert_eq!(display_label("👋".as_bytes()), "👋");
+        assert_eq!(display_label(&"👋".as_bytes()[..2]), "\\xF0\\x9F");
+        assert_eq!(display_label(b"\n\n\t\r\x1b"), "\\n\\n\\t\\r\\u{1b}");
+        assert_eq!(display_label(b"\\xF0"), "\\\\xF0", "a literal backslash cannot pose as an escape");
+    }
+}

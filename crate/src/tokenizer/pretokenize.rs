@@ -1,0 +1,143 @@
+//! GPT-2's pre-tokenizer: cuts text into the pieces ("words") that BPE merges never cross.
+//!
+//! GPT-2 splits with
+//! `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`.
+//! The `regex` crate has no look-ahead, so [`Gpt2Splitter`] searches without the
+//! `\s+(?!\S)` alternative and then applies it by hand: a whitespace run of two or more
+//! characters that is followed by non-whitespace gives its last character back, so that the
+//! next word can take it as its leading space (`"a  b"` → `"a"`, `" "`, `" b"`). This equals
+//! the backtracking semantics exactly: `\s+(?!\S)` only ever matches a whole run (at the end of
+//! the text) or a whole run minus its last character, and falls through to `\s+` for a single
+//! whitespace character before a word. Both `\s` here and `char::is_whitespace` are Unicode's
+//! `White_Space` property, as is Oniguruma's `\s` used by Python `tokenizers`.
+
+use regex::Regex;
+
+use crate::error::{Error, Result};
+
+/// GPT-2's pattern without the look-ahead alternative (see the module docs).
+const GPT2_PATTERN_WITHOUT_LOOKAHEAD: &str =
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+";
+
+#[derive(Clone, Debug)]
+pub(super) struct Gpt2Splitter {
+    pattern: Regex,
+}
+
+impl Gpt2Splitter {
+    pub(super) fn new() -> Result<Self> {
+        let pattern = Regex::new(GPT2_PATTERN_WITHOUT_LOOKAHEAD)
+            .map_err(|e| Error::Tokenizer(format!("cannot build the GPT-2 split pattern: {e}")))?;
+        Ok(Self { pattern })
+    }
+
+    /// The pieces of `text`, in order; concatenated they give back `text`.
+    pub(super) fn split<'s, 't>(&'s self, text: &'t str) -> Pieces<'s, 't> {
+        Pieces { pattern: &self.pattern, text, position: 0 }
+    }
+}
+
+pub(super) struct Pieces<'s, 't> {
+    pattern: &'s Regex,
+    text: &'t str,
+    position: usize,
+}
+
+impl<'t> Iterator for Pieces<'_, 't> {
+    type Item = &'t str;
+
+    fn next(&mut self) -> Option<&'t str> {
+        let start = self.position;
+        let rest = self.text.get(start..).filter(|rest| !rest.is_empty())?;
+        // Every character is matched by some alternative, so the match starts at `start`; were it
+        // ever not to, the skipped text is kept as its own piece, as HF's "isolated" split does.
+        let end = match self.pattern.find(rest) {
+            Some(found) if found.start() > 0 => start + found.start(),
+            Some(found) => start + end_after_lookahead(found.as_str(), found.end() < rest.len()),
+            None => self.text.len(),
+        };
+        self.position = end;
+        self.text.get(start..end)
+    }
+}
+
+/// Applies `\s+(?!\S)` to a match: a run of two or more whitespace characters that stops before
+/// more text ends one character early. Returns the piece's length.
+fn end_after_lookahead(piece: &str, followed_by_text: bool) -> usize {
+    match piece.char_indices().next_back() {
+        Some((last_start, _))
+            if last_start > 0 && followed_by_text && piece.chars().all(char::is_whitespace) =>
+        {
+            last_start
+        }
+        _ => piece.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(text: &str) -> Vec<&str> {
+        let splitter = Gpt2Splitter::new().expect("the built-in pattern compiles");
+        splitter.split(text).collect()
+    }
+
+    /// `"Hello world"` → `"Hello"`, `" world"`: a single space joins the word after it.
+    #[test]
+    fn words_take_their_leading_space() {
+        assert_eq!(pieces("Hello world"), ["Hello", " world"]);
+    }
+
+    /// `"a   b"` → `"a"`, `"  "`, `" b"`: a run before a word gives its last space to the word.
+    #[test]
+    fn space_runs_give_the_last_space_to_the_next_word() {
+        assert_eq!(pieces("a   b"), ["a", "  ", " b"]);
+        assert_eq!(pieces("a  1"), ["a", " ", " 1"]);
+        assert_eq!(pieces("a  !"), ["a", " ", " !"]);
+    }
+
+    /// `"end   "` → `"end"`, `"   "`: trailing whitespace stays whole.
+    #[test]
+    fn trailing_whitespace_stays_whole() {
+        assert_eq!(pieces("end   "), ["end", "   "]);
+        assert_eq!(pieces("end "), ["end", " "]);
+        assert_eq!(pieces("   "), ["   "]);
+    }
+
+    /// `"\n\nword"` → `"\n"`, `"\n"`, `"word"`: a newline is given back like a space, but only a
+    /// literal space may prefix a word, so it stands alone.
+    #[test]
+    fn newline_runs_before_a_word() {
+        assert_eq!(pieces("\n\nword"), ["\n", "\n", "word"]);
+        assert_eq!(pieces("x\n\n\n y"), ["x", "\n\n\n", " y"]);
+        assert_eq!(pieces("x \n\ty"), ["x", " \n", "\t", "y"]);
+        assert_eq!(pieces("x\ny"), ["x", "\n", "y"]);
+    }
+
+    /// `"I'm can't they'LL"` → `"I"`, `"'m"`, `" can"`, `"'t"`, `" they"`, `"'"`, `"LL"`:
+    /// contractions are lowercase-only, as in GPT-2.
+    #[test]
+    fn contractions() {
+        assert_eq!(pieces("I'm can't they'LL"), ["I", "'m", " can", "'t", " they", "'", "LL"]);
+        assert_eq!(pieces("'sa"), ["'s", "a"]);
+    }
+
+    /// `"año 2024, 3.14!!"` → `"año"`, `" 2024"`, `","`, `" 3"`, `"."`, `"14"`, `"!!"`.
+    #[test]
+    fn letters_numbers_and_punctuation_split_apart() {
+        assert_eq!(pieces("año 2024, 3.14!!"), ["año", " 2024", ",", " 3", ".", "14", "!!"]);
+    }
+
+    /// `"hi 👋🏽 ok"` → `"hi"`, `" 👋🏽"`, `" ok"`: emoji count as "other" characters.
+    #[test]
+    fn emoji_and_non_breaking_space() {
+        assert_eq!(pieces("hi 👋🏽 ok"), ["hi", " 👋🏽", " ok"]);
+        assert_eq!(pieces("a\u{a0}\u{a0}b"), ["a", "\u{a0}", "\u{a0}", "b"]);
+    }
+
+    #[test]
+    fn empty_text_has_no_pieces() {
+        assert!(pieces("").is_empty());
+    }
+}

@@ -1,0 +1,210 @@
+//! Traces: the tensors a run captures, named like TransformerLens hooks so that notebooks written
+//! against TransformerLens read gptlens exports unchanged.
+//!
+//! | hook                                  | shape        | value                                   |
+//! |---------------------------------------|--------------|-----------------------------------------|
+//! | `blocks.{l}.attn.hook_pattern`        | `[H, T, T]`  | softmax attention probabilities, causal |
+//! | `blocks.{l}.ln1.hook_scale` (`ln2`)   | `[T]`        | sqrt(biased var + eps) of the LN input  |
+//! | `blocks.{l}.ln1.hook_mean` (`ln2`)    | `[T]`        | mean of the LN input                    |
+//! | `ln_final.hook_scale` / `.hook_mean`  | `[T]`        | same for the final LayerNorm            |
+//! | `blocks.{l}.hook_resid_post.norm`     | `[T]`        | L2 norm of the residual after block l   |
+//! | `logits`                              | `[T, V]`     | unnormalised next-token scores          |
+//!
+//! A [`CaptureSpec`] is checked against the model before the forward pass runs, so a typo in a hook
+//! name is an error up front, and an empty spec means the forward pass does no capture work at all.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::model::Config;
+use crate::sample::softmax_with_temperature;
+
+/// Which LayerNorm of the network a statistic belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NormSite {
+    /// The LayerNorm before attention in block `l` (`ln_1` in GPT-2 checkpoints).
+    Ln1(usize),
+    /// The LayerNorm before the MLP in block `l` (`ln_2`).
+    Ln2(usize),
+    /// The LayerNorm before the unembedding (`ln_f`).
+    Final,
+}
+
+/// One capturable tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Hook {
+    AttnPattern(usize),
+    NormScale(NormSite),
+    NormMean(NormSite),
+    ResidPostNorm(usize),
+    Logits,
+}
+
+impl fmt::Display for Hook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let site = |s: &NormSite| match s {
+            NormSite::Ln1(l) => format!("blocks.{l}.ln1"),
+            NormSite::Ln2(l) => format!("blocks.{l}.ln2"),
+            NormSite::Final => "ln_final".to_string(),
+        };
+        match self {
+            Hook::AttnPattern(l) => write!(f, "blocks.{l}.attn.hook_pattern"),
+            Hook::NormScale(s) => write!(f, "{}.hook_scale", site(s)),
+            Hook::NormMean(s) => write!(f, "{}.hook_mean", site(s)),
+            Hook::ResidPostNorm(l) => write!(f, "blocks.{l}.hook_resid_post.norm"),
+            Hook::Logits => write!(f, "logits"),
+        }
+    }
+}
+
+impl Hook {
+    /// Every hook a model with this config offers, in a stable order (layer by layer).
+    pub fn all(config: &Config) -> Vec<Hook> {
+        let mut hooks = Vec::new();
+        for l in 0..config.n_layer {
+            hooks.push(Hook::NormMean(NormSite::Ln1(l)));
+            hooks.push(Hook::NormScale(NormSite::Ln1(l)));
+            hooks.push(Hook::AttnPattern(l));
+            hooks.push(Hook::NormMean(NormSite::Ln2(l)));
+            hooks.push(Hook::NormScale(NormSite::Ln2(l)));
+            hooks.push(Hook::ResidPostNorm(l));
+        }
+        hooks.push(Hook::NormMean(NormSite::Final));
+        hooks.push(Hook::NormScale(NormSite::Final));
+        hooks.push(Hook::Logits);
+        hooks
+    }
+
+    /// Parses a TransformerLens-style name, accepting only hooks that exist in this model.
+    pub fn parse(name: &str, config: &Config) -> Result<Hook> {
+        Hook::all(config)
+            .into_iter()
+            .find(|h| h.to_string() == name)
+            .ok_or_else(|| Error::UnknownHook { name: name.to_string() })
+    }
+
+    /// The shape of this hook's tensor for a run of `t` tokens.
+    pub fn shape(&self, config: &Config, t: usize) -> Vec<usize> {
+        match self {
+            Hook::AttnPattern(_) => vec![config.n_head, t, t],
+            Hook::Logits => vec![t, config.vocab_size],
+            Hook::NormScale(_) | Hook::NormMean(_) | Hook::ResidPostNorm(_) => vec![t],
+        }
+    }
+}
+
+/// The set of hooks a run records. Empty by default: capturing is opt-in and costs nothing when off.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CaptureSpec {
+    hooks: BTreeSet<Hook>,
+}
+
+impl CaptureSpec {
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    pub fn all(config: &Config) -> Self {
+        Self { hooks: Hook::all(config).into_iter().collect() }
+    }
+
+    /// A spec from hook names, each validated against the model.
+    pub fn from_names<S: AsRef<str>>(names: &[S], config: &Config) -> Result<Self> {
+        let hooks = names.iter().map(|n| Hook::parse(n.as_ref(), config)).collect::<Result<_>>()?;
+        Ok(Self { hooks })
+    }
+
+    pub fn contains(&self, hook: Hook) -> bool {
+        self.hooks.contains(&hook)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+
+    pub fn is_subset(&self, other: &CaptureSpec) -> bool {
+        self.hooks.is_subset(&other.hooks)
+    }
+
+    pub fn hooks(&self) -> impl Iterator<Item = Hook> + '_ {
+        self.hooks.iter().copied()
+    }
+}
+
+/// A captured tensor: row-major f32 data with its shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+/// The result of one run: the tokens, the next-token logits at the last position, and every
+/// captured tensor covering all positions (reused prefix included).
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub tokens: Vec<u32>,
+    /// Logits after the last token, `[V]`: always present, because every run predicts a next token.
+    pub last_logits: Vec<f32>,
+    /// How many positions this run computed; the rest came from the session's cache.
+    pub computed: usize,
+    pub tensors: BTreeMap<String, Tensor>,
+}
+
+impl Trace {
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.tensors.get(name)
+    }
+
+    /// Next-token probabilities over the full vocabulary after position `pos`, at a temperature.
+    /// Positions before the last need the `logits` hook to have been captured.
+    pub fn probs(&self, pos: usize, temperature: f32) -> Result<Vec<f32>> {
+        let last = self.tokens.len().saturating_sub(1);
+        if pos > last {
+            return Err(Error::InvalidArgument(format!(
+                "position {pos} is past the last token (position {last})"
+            )));
+        }
+        let logits: &[f32] = if pos == last {
+            &self.last_logits
+        } else {
+            let all = self.get("logits").ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "probabilities at position {pos} need the `logits` hook captured; only the last position is always available"
+                ))
+            })?;
+            let v = self.last_logits.len();
+            &all.data[pos * v..(pos + 1) * v]
+        };
+        softmax_with_temperature(logits, temperature)
+    }
+
+    /// Serialises every captured tensor (f32, named by hook) plus `tokens` (i64) as safetensors,
+    /// loadable with Python's `safetensors.numpy.load_file`.
+    pub fn to_safetensors(&self) -> Result<Vec<u8>> {
+        use safetensors::tensor::{Dtype, TensorView};
+        let tokens: Vec<u8> = self.tokens.iter().flat_map(|&t| i64::from(t).to_le_bytes()).collect();
+        let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = self
+            .tensors
+            .iter()
+            .map(|(name, t)| {
+                (name.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect())
+            })
+            .collect();
+        let mut views = vec![(
+            "tokens".to_string(),
+            TensorView::new(Dtype::I64, vec![self.tokens.len()], &tokens)
+                .map_err(|e| Error::Safetensors(e.to_string()))?,
+        )];
+        for (name, shape, data) in &bytes {
+            let view = TensorView::new(Dtype::F32, shape.clone(), data)
+                .map_err(|e| Error::Safetensors(e.to_string()))?;
+            views.push((name.clone(), view));
+        }
+        safetensors::serialize(views, None).map_err(|e| Error::Safetensors(e.to_string()))
+    }
+}

@@ -1,0 +1,67 @@
+//! The engine against PyTorch: every hook of `tests/fixtures/*/reference.safetensors` (computed by
+//! `transformers` in float32, eager attention; see tests/fixtures/make_fixtures.py).
+//!
+//! Tolerances: logits ≤ 1e-4 absolute, attention probabilities ≤ 1e-5 absolute, LayerNorm scales
+//! and residual norms ≤ 1e-5 relative, LayerNorm means ≤ 1e-5 relative to max(1, |value|).
+
+mod common;
+
+use common::{ids, load, max_abs_diff, reference};
+use gptlens::sample::{SamplingParams, Sampler};
+use gptlens::{CaptureSpec, Session};
+
+fn check_model(model: &str) {
+    let ckpt = load(model);
+    let reference = reference(model);
+    let tokens = ids(&reference["tokens"]);
+    let mut session = Session::new(ckpt.model.clone());
+    let trace = session.run(&tokens, &CaptureSpec::all(&ckpt.model.config)).unwrap();
+
+    let expected_names: Vec<&str> =
+        reference.keys().map(String::as_str).filter(|n| !matches!(*n, "tokens" | "greedy")).collect();
+    let traced_names: Vec<&str> = trace.names().collect();
+    assert_eq!(traced_names, expected_names, "the trace must offer exactly the reference hooks");
+
+    for name in expected_names {
+        let (got, want) = (&trace.get(name).unwrap(), &reference[name]);
+        assert_eq!(got.shape, want.shape, "{model} {name}");
+        assert!(got.data.iter().all(|x| x.is_finite()), "{model} {name} has a NaN or infinity");
+        let worst = if name == "logits" || name.ends_with("hook_pattern") {
+            max_abs_diff(&got.data, &want.data)
+        } else {
+            let floor = if name.ends_with("hook_mean") { 1.0 } else { 0.0 };
+            got.data.iter().zip(&want.data).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max)
+        };
+        let tolerance = if name == "logits" { 1e-4 } else { 1e-5 };
+        assert!(worst <= tolerance, "{model} {name}: off by {worst:e} (tolerance {tolerance:e})");
+    }
+    // The last position's logits are also what every run returns without capture.
+    let v = ckpt.model.config.vocab_size;
+    let all = &reference["logits"].data;
+    assert!(max_abs_diff(&trace.last_logits, &all[all.len() - v..]) <= 1e-4);
+}
+
+#[test]
+fn gpt2_f32_matches_pytorch() {
+    check_model("gpt2-tiny-f32");
+}
+
+/// The f16 checkpoint also exercises the `transformer.` prefix, an explicit `lm_head.weight`,
+/// `n_inner` ≠ 4·d and a non-default epsilon.
+#[test]
+fn gpt2_f16_matches_pytorch() {
+    check_model("gpt2-tiny-f16");
+}
+
+#[test]
+fn greedy_generation_matches_transformers_generate() {
+    for model in ["gpt2-tiny-f32", "gpt2-tiny-f16"] {
+        let ckpt = load(model);
+        let reference = reference(model);
+        let expected = ids(&reference["greedy"]);
+        let mut session = Session::new(ckpt.model.clone());
+        let mut sampler = Sampler::new(SamplingParams::greedy(), 0).unwrap();
+        let got = session.generate(&ids(&reference["tokens"]), expected.len(), &mut sampler, None, |_| true).unwrap();
+        assert_eq!(got, expected, "{model}");
+    }
+}

@@ -1,12 +1,13 @@
-//! A checkpoint is a set of named files — `config.json`, `model.safetensors`, tokenizer files —
-//! from a folder on disk or handed over as bytes (a browser's file picker). Both routes end in
-//! [`Checkpoint::from_files`], so the CLI and the wasm bindings load models the same way.
+//! A checkpoint is a set of named files — `config.json`, `model.safetensors`, tokenizer files, or
+//! one self-describing `.gguf` — from a folder on disk or handed over as bytes (a browser's file
+//! picker). Both routes end in [`Checkpoint::from_files`], so the CLI and the wasm bindings load
+//! models the same way.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::formats::{hf_config, safetensors::SafetensorsFile};
+use crate::formats::{gguf::GgufFile, gguf_config, hf_config, safetensors::SafetensorsFile};
 use crate::model::{Model, Weights};
 use crate::tokenizer::Tokenizer;
 
@@ -17,9 +18,18 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Loads from files by name (`config.json`, one `*.safetensors`, and optionally
-    /// `tokenizer.json` or `vocab.json` + `merges.txt`).
+    /// Loads from files by name: one `*.gguf`, or `config.json`, one `*.safetensors`, and
+    /// optionally `tokenizer.json` or `vocab.json` + `merges.txt`.
     pub fn from_files(files: &BTreeMap<String, &[u8]>) -> Result<Checkpoint> {
+        let gguf: Vec<&[u8]> = files.iter().filter(|(n, _)| n.ends_with(".gguf")).map(|(_, b)| *b).collect();
+        let has_safetensors = files.keys().any(|n| n.ends_with(".safetensors"));
+        match gguf.as_slice() {
+            [one] if !has_safetensors => return Checkpoint::from_gguf(one),
+            [_, _, ..] if !has_safetensors => {
+                return Err(Error::MissingFile("several .gguf files: give one model at a time".into()))
+            }
+            _ => {}
+        }
         let config_bytes = files
             .get("config.json")
             .ok_or_else(|| Error::MissingFile("config.json is needed next to the weights".into()))?;
@@ -45,18 +55,38 @@ impl Checkpoint {
         Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer })
     }
 
-    /// Loads a model folder, or a single `.safetensors` file with its `config.json` (and any
-    /// tokenizer files) beside it.
+    /// Loads a GGUF file: config, weights (quantized blocks kept as stored) and, when its metadata
+    /// has one, the tokenizer.
+    pub fn from_gguf(bytes: &[u8]) -> Result<Checkpoint> {
+        let file = GgufFile::parse(bytes)?;
+        let config = gguf_config::parse(&file)?;
+        let weights = Weights::from_gguf(&config, &file)?;
+        let tokenizer = match file.metadata("tokenizer.ggml.model") {
+            Some(_) => Some(Tokenizer::from_gguf(&file)?),
+            None => None,
+        };
+        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer })
+    }
+
+    /// Loads a model folder, a `.gguf` file, or a `.safetensors` file with its `config.json` (and
+    /// any tokenizer files) beside it.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(path: &std::path::Path) -> Result<Checkpoint> {
         let read = |p: &std::path::Path| {
             std::fs::read(p).map_err(|source| Error::Io { path: p.display().to_string(), source })
         };
+        if path.extension().is_some_and(|e| e == "gguf") {
+            return Checkpoint::from_gguf(&read(path)?);
+        }
         let (dir, weights) = if path.is_dir() {
             let names = std::fs::read_dir(path)
                 .map_err(|source| Error::Io { path: path.display().to_string(), source })?
                 .filter_map(|e| e.ok().and_then(|e| e.file_name().into_string().ok()))
                 .collect::<Vec<_>>();
+            let gguf: Vec<&String> = names.iter().filter(|n| n.ends_with(".gguf")).collect();
+            if let ([one], false) = (gguf.as_slice(), names.iter().any(|n| n.ends_with(".safetensors"))) {
+                return Checkpoint::from_gguf(&read(&path.join(one))?);
+            }
             let name = weights_file_name(names.iter().map(String::as_str))?.to_string();
             (path.to_path_buf(), path.join(name))
         } else {

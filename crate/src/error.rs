@@ -13,6 +13,18 @@ pub enum Error {
     #[error("not a valid safetensors file: {0}")]
     Safetensors(String),
 
+    #[error("not a valid GGUF file: {0}")]
+    Gguf(String),
+
+    #[error("tensor `{name}` is stored as {ggml_type}, which gptlens cannot read (supported: F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K)")]
+    UnsupportedTensorType { name: String, ggml_type: String },
+
+    #[error("the GGUF file has no metadata key `{key}`")]
+    MissingMetadata { key: String },
+
+    #[error("GGUF metadata `{key}` is {got}, expected {expected}")]
+    MetadataType { key: String, expected: &'static str, got: String },
+
     #[error("bad config.json: {0}")]
     Config(String),
 

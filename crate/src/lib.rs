@@ -4,6 +4,8 @@
 //! → [`model::Session`] (KV cache, prefix reuse) → [`trace::Trace`] (tensors named like
 //! TransformerLens hooks). The CLI, the tests and the wasm bindings all sit on that one path.
 
+#[cfg(target_arch = "wasm32")]
+pub mod bindings;
 pub mod checkpoint;
 pub mod error;
 pub mod formats;

@@ -95,9 +95,7 @@ pub fn softmax_with_temperature(logits: &[f32], temperature: f32) -> Result<Vec<
 pub fn filtered_probs(logits: &[f32], params: &SamplingParams) -> Result<Vec<f32>> {
     params.validate()?;
     let mut probs = softmax_with_temperature(logits, params.temperature)?;
-    let mut order: Vec<usize> = (0..probs.len()).collect();
-    // Highest first; ties broken by the lower id, so the order is total and reproducible.
-    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+    let order = rank(&probs);
     let mut keep = params.top_k.unwrap_or(order.len()).min(order.len());
     if let Some(p) = params.top_p {
         let mut cumulative = 0.0f64;
@@ -118,6 +116,20 @@ pub fn filtered_probs(logits: &[f32], params: &SamplingParams) -> Result<Vec<f32
         probs[i] = (f64::from(probs[i]) / total) as f32;
     }
     Ok(probs)
+}
+
+/// Token ids by probability, highest first; ties go to the lower id, so the order is total and
+/// reproducible.
+pub fn rank(probs: &[f32]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..probs.len()).collect();
+    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+    order
+}
+
+/// The `k` most probable tokens as `(id, probability)`, in [`rank`] order, leaving out tokens with
+/// no probability at all (those a sampling filter removed): the candidates a UI lists.
+pub fn most_probable(probs: &[f32], k: usize) -> Vec<(usize, f32)> {
+    rank(probs).into_iter().map(|i| (i, probs[i])).take_while(|&(_, p)| p > 0.0).take(k).collect()
 }
 
 /// Index of the largest logit (the first one on ties).
@@ -145,6 +157,13 @@ impl Sampler {
     pub fn new(params: SamplingParams, seed: u64) -> Result<Self> {
         params.validate()?;
         Ok(Self { params, rng: Rng::new(seed) })
+    }
+
+    /// Changes the policy for the next draws; the random stream goes on where it was.
+    pub fn set_params(&mut self, params: SamplingParams) -> Result<()> {
+        params.validate()?;
+        self.params = params;
+        Ok(())
     }
 
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
@@ -211,6 +230,26 @@ mod tests {
         assert_ne!(a, draw(8));
         let share = a.iter().filter(|&&t| t == 0).count() as f32 / a.len() as f32;
         assert!((share - 0.4).abs() < 0.03, "{share}");
+    }
+
+    #[test]
+    fn most_probable_ranks_ties_by_id_and_skips_filtered_tokens() {
+        let probs = [0.25, 0.0, 0.5, 0.25, 0.0];
+        assert_eq!(most_probable(&probs, 3), [(2, 0.5), (0, 0.25), (3, 0.25)]);
+        assert_eq!(most_probable(&probs, 10).len(), 3, "zero-probability tokens are not candidates");
+    }
+
+    #[test]
+    fn new_params_keep_the_random_stream_going() {
+        let logits = [0.0; 16];
+        let mut switched = Sampler::new(SamplingParams { top_k: Some(2), ..Default::default() }, 3).unwrap();
+        switched.sample(&logits).unwrap();
+        switched.set_params(SamplingParams::default()).unwrap();
+        let mut steady = Sampler::new(SamplingParams::default(), 3).unwrap();
+        steady.sample(&logits).unwrap();
+        let draws = |s: &mut Sampler| (0..20).map(|_| s.sample(&logits).unwrap()).collect::<Vec<_>>();
+        assert_eq!(draws(&mut switched), draws(&mut steady));
+        assert!(switched.set_params(SamplingParams { top_p: Some(2.0), ..Default::default() }).is_err());
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! | hook                                  | shape        | value                                   |
 //! |---------------------------------------|--------------|-----------------------------------------|
 //! | `blocks.{l}.attn.hook_pattern`        | `[H, T, T]`  | softmax attention probabilities, causal |
-//! | `blocks.{l}.ln1.hook_scale` (`ln2`)   | `[T]`        | sqrt(biased var + eps) of the LN input  |
-//! | `blocks.{l}.ln1.hook_mean` (`ln2`)    | `[T]`        | mean of the LN input                    |
+//! | `blocks.{l}.ln1.hook_scale` (`ln2`)   | `[T]`        | sqrt(var + eps); RMSNorm: sqrt(mean x² + eps) |
+//! | `blocks.{l}.ln1.hook_mean` (`ln2`)    | `[T]`        | mean of the LN input (LayerNorm only)   |
 //! | `ln_final.hook_scale` / `.hook_mean`  | `[T]`        | same for the final LayerNorm            |
 //! | `blocks.{l}.hook_resid_post.norm`     | `[T]`        | L2 norm of the residual after block l   |
 //! | `logits`                              | `[T, V]`     | unnormalised next-token scores          |
@@ -60,18 +60,23 @@ impl fmt::Display for Hook {
 
 impl Hook {
     /// Every hook a model with this config offers, in a stable order (layer by layer).
+    /// RMSNorm models (LLaMA) have no `hook_mean`: their norm does not subtract one.
     pub fn all(config: &Config) -> Vec<Hook> {
+        let with_mean = config.arch.norm_has_mean();
         let mut hooks = Vec::new();
+        let norm = |hooks: &mut Vec<Hook>, site| {
+            if with_mean {
+                hooks.push(Hook::NormMean(site));
+            }
+            hooks.push(Hook::NormScale(site));
+        };
         for l in 0..config.n_layer {
-            hooks.push(Hook::NormMean(NormSite::Ln1(l)));
-            hooks.push(Hook::NormScale(NormSite::Ln1(l)));
+            norm(&mut hooks, NormSite::Ln1(l));
             hooks.push(Hook::AttnPattern(l));
-            hooks.push(Hook::NormMean(NormSite::Ln2(l)));
-            hooks.push(Hook::NormScale(NormSite::Ln2(l)));
+            norm(&mut hooks, NormSite::Ln2(l));
             hooks.push(Hook::ResidPostNorm(l));
         }
-        hooks.push(Hook::NormMean(NormSite::Final));
-        hooks.push(Hook::NormScale(NormSite::Final));
+        norm(&mut hooks, NormSite::Final);
         hooks.push(Hook::Logits);
         hooks
     }

@@ -1,3 +1,4 @@
+#![cfg(not(target_arch = "wasm32"))]
 //! The `gptlens` binary, as a user (or a script outside the repo) calls it.
 
 mod common;

@@ -1,3 +1,4 @@
+#![cfg(not(target_arch = "wasm32"))]
 //! Bad input gets a typed error a person understands, never a panic, and loses nothing.
 
 mod common;

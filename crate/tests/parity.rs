@@ -1,3 +1,4 @@
+#![cfg(not(target_arch = "wasm32"))]
 //! The engine against PyTorch: every hook of `tests/fixtures/*/reference.safetensors` (computed by
 //! `transformers` in float32, eager attention; see tests/fixtures/make_fixtures.py).
 //!

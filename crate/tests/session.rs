@@ -1,3 +1,4 @@
+#![cfg(not(target_arch = "wasm32"))]
 //! Sessions: prefix reuse and one-token steps must give what a full recompute gives, and runs
 //! must be causal, deterministic and finite.
 
@@ -6,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{load, max_abs_diff};
-use gptlens::model::{Config, Weights};
+use gptlens::model::{Arch, Config, Weights};
 use gptlens::{CaptureSpec, Model, Session, Trace};
 
 fn fixture_model() -> Arc<Model> {
@@ -145,13 +146,17 @@ fn runs_are_deterministic_and_finite_in_every_row() {
 #[test]
 fn chunked_prefill_agrees_with_token_by_token() {
     let config = Config {
+        arch: Arch::Gpt2,
         n_layer: 2,
         n_head: 2,
+        n_kv_head: 2,
         d_model: 16,
         d_ff: 24,
         vocab_size: 50,
         n_ctx: 200,
         norm_eps: 1e-5,
+        rope: None,
+        bos_token_id: None,
         eos_token_id: None,
         tied_head: true,
     };

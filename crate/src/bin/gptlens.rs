@@ -1,4 +1,9 @@
 //! The `gptlens` command line: parse, call the library, print. No logic of its own.
+//!
+//! It reads files and writes to a terminal, so it exists natively only; in WebAssembly the
+//! bindings are the front end. (`no_main` lets `cargo test --target wasm32-…` build it empty.)
+#![cfg_attr(target_arch = "wasm32", no_main)]
+#![cfg(not(target_arch = "wasm32"))]
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -92,6 +97,7 @@ impl Input {
     }
 }
 
+/// A token's display label; the tokenizer already escapes what cannot be shown (`\n`, `\xE2`).
 fn label(tokenizer: Option<&Tokenizer>, id: u32) -> String {
     tokenizer.and_then(|t| t.token_string(id).ok()).unwrap_or_else(|| format!("<{id}>"))
 }
@@ -124,11 +130,11 @@ fn run(cli: Cli) -> Result<()> {
                     "model: {} layers, {} heads, d_model {}, vocab {}, context {}",
                     c.n_layer, c.n_head, c.d_model, c.vocab_size, c.n_ctx
                 );
-                let shown: Vec<String> = tokens.iter().map(|&id| format!("{id} {:?}", label(tok, id))).collect();
+                let shown: Vec<String> = tokens.iter().map(|&id| format!("{id} \"{}\"", label(tok, id))).collect();
                 println!("tokens ({}): {}", tokens.len(), shown.join(" | "));
                 println!("next token (temperature {temperature}):");
                 for (rank, &i) in best.iter().enumerate() {
-                    println!("{:>4}. {:>7} {:<24} {:.4}", rank + 1, i, format!("{:?}", label(tok, i as u32)), probs[i]);
+                    println!("{:>4}. {:>7} {:<24} {:.4}", rank + 1, i, format!("\"{}\"", label(tok, i as u32)), probs[i]);
                 }
             }
         }

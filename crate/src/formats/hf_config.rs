@@ -3,20 +3,20 @@
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::model::Config;
+use crate::model::{Arch, Config, Rope, RopePairing};
 
-/// The fields gptlens reads; names and defaults follow `transformers.GPT2Config`.
+/// The fields gptlens reads from a GPT-2 config; names and defaults follow `transformers.GPT2Config`.
 #[derive(Deserialize)]
 struct HfGpt2Config {
-    model_type: Option<String>,
     n_layer: usize,
     n_head: usize,
     n_embd: usize,
     n_inner: Option<usize>,
     vocab_size: usize,
     n_positions: usize,
-    layer_norm_epsilon: Option<f64>,
+    layer_norm_epsilon: Option<f32>,
     activation_function: Option<String>,
+    bos_token_id: Option<serde_json::Value>,
     eos_token_id: Option<serde_json::Value>,
     tie_word_embeddings: Option<bool>,
     scale_attn_weights: Option<bool>,
@@ -24,20 +24,49 @@ struct HfGpt2Config {
     reorder_and_upcast_attn: Option<bool>,
 }
 
-/// Every dimension must be at most this; larger values are either a corrupt file or a model far
-/// beyond what a browser can hold, and rejecting them early keeps size arithmetic from overflowing.
-const MAX_DIM: usize = 1 << 24;
+/// The fields gptlens reads from a LLaMA config (`transformers.LlamaConfig`).
+#[derive(Deserialize)]
+struct HfLlamaConfig {
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    vocab_size: usize,
+    max_position_embeddings: usize,
+    rms_norm_eps: Option<f32>,
+    rope_theta: Option<f32>,
+    rope_scaling: Option<serde_json::Value>,
+    hidden_act: Option<String>,
+    attention_bias: Option<bool>,
+    mlp_bias: Option<bool>,
+    bos_token_id: Option<serde_json::Value>,
+    eos_token_id: Option<serde_json::Value>,
+    tie_word_embeddings: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct ModelType {
+    model_type: Option<String>,
+}
 
 pub fn parse(bytes: &[u8]) -> Result<Config> {
-    let hf: HfGpt2Config =
-        serde_json::from_slice(bytes).map_err(|e| Error::Config(e.to_string()))?;
-    if let Some(t) = hf.model_type.as_deref() {
-        if t != "gpt2" {
+    let json = |e: serde_json::Error| Error::Config(e.to_string());
+    let config = match serde_json::from_slice::<ModelType>(bytes).map_err(json)?.model_type.as_deref() {
+        Some("gpt2") | None => gpt2(serde_json::from_slice(bytes).map_err(json)?)?,
+        Some("llama") => llama(serde_json::from_slice(bytes).map_err(json)?)?,
+        Some(other) => {
             return Err(Error::Config(format!(
-                "model_type is \"{t}\"; this loader reads GPT-2 checkpoints (model_type \"gpt2\")"
-            )));
+                "model_type is \"{other}\"; gptlens reads \"gpt2\" and \"llama\" checkpoints"
+            )))
         }
-    }
+    };
+    config.validate().map_err(Error::Config)?;
+    Ok(config)
+}
+
+fn gpt2(hf: HfGpt2Config) -> Result<Config> {
     let activation = hf.activation_function.as_deref().unwrap_or("gelu_new");
     if !matches!(activation, "gelu_new" | "gelu_pytorch_tanh") {
         return Err(Error::Config(format!(
@@ -54,48 +83,64 @@ pub fn parse(bytes: &[u8]) -> Result<Config> {
             return Err(Error::Config(format!("{flag} = {} is not supported", !supported)));
         }
     }
-    let d_ff = hf.n_inner.unwrap_or(4 * hf.n_embd);
-    for (name, value) in [
-        ("n_layer", hf.n_layer),
-        ("n_head", hf.n_head),
-        ("n_embd", hf.n_embd),
-        ("n_inner", d_ff),
-        ("vocab_size", hf.vocab_size),
-        ("n_positions", hf.n_positions),
-    ] {
-        if value == 0 || value > MAX_DIM {
-            return Err(Error::Config(format!("{name} = {value} is outside 1..={MAX_DIM}")));
-        }
+    Ok(Config {
+        arch: Arch::Gpt2,
+        n_layer: hf.n_layer,
+        n_head: hf.n_head,
+        n_kv_head: hf.n_head,
+        d_model: hf.n_embd,
+        d_ff: hf.n_inner.unwrap_or(hf.n_embd.saturating_mul(4)),
+        vocab_size: hf.vocab_size,
+        n_ctx: hf.n_positions,
+        norm_eps: hf.layer_norm_epsilon.unwrap_or(1e-5),
+        rope: None,
+        bos_token_id: token_id(&hf.bos_token_id, hf.vocab_size),
+        eos_token_id: token_id(&hf.eos_token_id, hf.vocab_size),
+        tied_head: hf.tie_word_embeddings.unwrap_or(true),
+    })
+}
+
+fn llama(hf: HfLlamaConfig) -> Result<Config> {
+    let unsupported = |what: &str| Err(Error::Config(format!("{what} is not supported")));
+    if hf.hidden_act.as_deref().is_some_and(|a| a != "silu") {
+        return unsupported("a hidden_act other than \"silu\"");
     }
-    if hf.n_embd % hf.n_head != 0 {
-        return Err(Error::Config(format!(
-            "n_embd = {} is not a multiple of n_head = {}",
-            hf.n_embd, hf.n_head
-        )));
+    if hf.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
+        return unsupported("rope_scaling");
     }
-    let norm_eps = hf.layer_norm_epsilon.unwrap_or(1e-5);
-    if !(norm_eps.is_finite() && norm_eps > 0.0) {
-        return Err(Error::Config(format!("layer_norm_epsilon = {norm_eps} must be a positive number")));
+    if hf.attention_bias == Some(true) || hf.mlp_bias == Some(true) {
+        return unsupported("attention_bias / mlp_bias");
     }
-    // transformers allows a single id or a list; the first of a list is the one generation stops on.
-    let eos_token_id = match &hf.eos_token_id {
+    let n_head = hf.num_attention_heads;
+    if hf.head_dim.is_some_and(|hd| n_head == 0 || hd * n_head != hf.hidden_size) {
+        return unsupported("a head_dim other than hidden_size / num_attention_heads");
+    }
+    Ok(Config {
+        arch: Arch::Llama,
+        n_layer: hf.num_hidden_layers,
+        n_head,
+        n_kv_head: hf.num_key_value_heads.unwrap_or(n_head),
+        d_model: hf.hidden_size,
+        d_ff: hf.intermediate_size,
+        vocab_size: hf.vocab_size,
+        n_ctx: hf.max_position_embeddings,
+        norm_eps: hf.rms_norm_eps.unwrap_or(1e-6),
+        rope: Some(Rope { theta: hf.rope_theta.unwrap_or(10_000.0), pairing: RopePairing::HalfSplit }),
+        bos_token_id: token_id(&hf.bos_token_id, hf.vocab_size),
+        eos_token_id: token_id(&hf.eos_token_id, hf.vocab_size),
+        tied_head: hf.tie_word_embeddings.unwrap_or(false),
+    })
+}
+
+/// transformers allows a single id or a list; the first of a list is the one generation stops on.
+fn token_id(value: &Option<serde_json::Value>, vocab_size: usize) -> Option<u32> {
+    match value {
         Some(serde_json::Value::Array(ids)) => ids.first().and_then(|v| v.as_u64()),
         Some(v) => v.as_u64(),
         None => None,
     }
     .and_then(|id| u32::try_from(id).ok())
-    .filter(|&id| (id as usize) < hf.vocab_size);
-    Ok(Config {
-        n_layer: hf.n_layer,
-        n_head: hf.n_head,
-        d_model: hf.n_embd,
-        d_ff,
-        vocab_size: hf.vocab_size,
-        n_ctx: hf.n_positions,
-        norm_eps: norm_eps as f32,
-        eos_token_id,
-        tied_head: hf.tie_word_embeddings.unwrap_or(true),
-    })
+    .filter(|&id| (id as usize) < vocab_size)
 }
 
 #[cfg(test)]
@@ -110,8 +155,24 @@ mod tests {
     fn reads_gpt2_small() {
         let c = parse(GPT2_SMALL.as_bytes()).unwrap();
         assert_eq!((c.n_layer, c.n_head, c.d_model, c.d_ff), (12, 12, 768, 3072));
-        assert_eq!((c.vocab_size, c.n_ctx, c.eos_token_id), (50257, 1024, Some(50256)));
-        assert_eq!(c.n_params(), 124_439_808);
+        assert_eq!((c.vocab_size, c.n_ctx, c.eos_token_id, c.arch), (50257, 1024, Some(50256), Arch::Gpt2));
+    }
+
+    const SMOLLM2: &str = r#"{"model_type":"llama","hidden_size":576,"intermediate_size":1536,
+        "num_hidden_layers":30,"num_attention_heads":9,"num_key_value_heads":3,"vocab_size":49152,
+        "max_position_embeddings":8192,"rms_norm_eps":1e-5,"rope_theta":100000.0,"hidden_act":"silu",
+        "tie_word_embeddings":true,"bos_token_id":1,"eos_token_id":2}"#;
+
+    #[test]
+    fn reads_a_llama_config() {
+        let c = parse(SMOLLM2.as_bytes()).unwrap();
+        assert_eq!((c.arch, c.n_layer, c.n_head, c.n_kv_head, c.head_dim()), (Arch::Llama, 30, 9, 3, 64));
+        assert_eq!(c.rope, Some(Rope { theta: 100000.0, pairing: RopePairing::HalfSplit }));
+        assert!(c.tied_head);
+        let bad = SMOLLM2.replace("\"num_key_value_heads\":3", "\"num_key_value_heads\":4");
+        assert!(parse(bad.as_bytes()).unwrap_err().to_string().contains("n_kv_head"));
+        let scaled = SMOLLM2.replace("\"hidden_act\"", "\"rope_scaling\":{\"type\":\"linear\"},\"hidden_act\"");
+        assert!(parse(scaled.as_bytes()).unwrap_err().to_string().contains("rope_scaling"));
     }
 
     #[test]
@@ -119,11 +180,11 @@ mod tests {
         for (json, needle) in [
             (r#"{"n_layer":1}"#, "missing field"),
             (r#"not json"#, "expected"),
-            (&GPT2_SMALL.replace("\"gpt2\"", "\"llama\""), "model_type"),
+            (&GPT2_SMALL.replace("\"gpt2\"", "\"bert\""), "model_type"),
             (&GPT2_SMALL.replace("gelu_new", "relu"), "activation_function"),
             (&GPT2_SMALL.replace("\"n_head\":12", "\"n_head\":7"), "multiple"),
             (&GPT2_SMALL.replace("\"n_layer\":12", "\"n_layer\":0"), "n_layer"),
-            (&GPT2_SMALL.replace("1024", "99999999999"), "n_positions"),
+            (&GPT2_SMALL.replace("1024", "99999999999"), "n_ctx"),
             (&GPT2_SMALL.replace("\"n_layer\"", "\"scale_attn_weights\":false,\"n_layer\""), "scale_attn_weights"),
         ] {
             let err = parse(json.as_bytes()).unwrap_err().to_string();

@@ -1,4 +1,5 @@
-//! GPT-2's GELU (`gelu_new`, the tanh approximation), exactly as transformers writes it.
+//! MLP activations: GPT-2's GELU (`gelu_new`, the tanh approximation) and LLaMA's SwiGLU, written
+//! as transformers writes them.
 
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 
@@ -9,8 +10,24 @@ pub fn gelu_new(x: &mut [f32]) {
     }
 }
 
+/// SwiGLU's gating: `up[i] = silu(gate[i]) · up[i]`, with `silu(x) = x / (1 + e^−x)`.
+pub fn silu_mul(gate: &[f32], up: &mut [f32]) {
+    for (u, &g) in up.iter_mut().zip(gate) {
+        *u *= g / (1.0 + libm::expf(-g));
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn silu_gates() {
+        let mut up = [2.0, 2.0, 2.0];
+        super::silu_mul(&[0.0, 1.0, -20.0], &mut up);
+        let silu1 = 1.0 / (1.0 + (-1f32).exp());
+        assert_eq!(up[0], 0.0);
+        assert!((up[1] - 2.0 * silu1).abs() < 1e-6 && up[2].abs() < 1e-7);
+    }
+
     /// Values from `transformers.activations.NewGELUActivation` in float64.
     #[test]
     fn matches_reference_values() {

@@ -1,6 +1,6 @@
 //! One query row of causal self-attention for one head.
 
-use super::{dot, fold_lanes, LANES};
+use super::{add_scaled, dot, sum};
 
 /// Attends query `q` (`[hd]`) over keys and values `0..n_keys`, where key `j` is
 /// `keys[j·stride .. j·stride + hd]` (the KV cache holds all heads side by side; `keys` starts at
@@ -17,21 +17,17 @@ pub fn attend(q: &[f32], keys: &[f32], values: &[f32], stride: usize, n_keys: us
     softmax(probs);
     out.fill(0.0);
     for (j, &p) in probs.iter().enumerate() {
-        for (o, v) in out.iter_mut().zip(&values[j * stride..j * stride + hd]) {
-            *o += p * v;
-        }
+        add_scaled(out, p, &values[j * stride..j * stride + hd]);
     }
 }
 
 /// In-place softmax, shifted by the maximum so large scores cannot overflow.
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut acc = [0.0f32; LANES];
-    for (i, v) in x.iter_mut().enumerate() {
+    for v in x.iter_mut() {
         *v = libm::expf(*v - max);
-        acc[i % LANES] += *v;
     }
-    let total = fold_lanes(acc);
+    let total = sum(x);
     for v in x.iter_mut() {
         *v /= total;
     }

@@ -5,12 +5,23 @@
 //! multiplied with four tokens at a time (prefill), or one (decode: then it is a matvec, bound by
 //! memory bandwidth, and the tiles keep both cores streaming weights).
 
+use std::cell::RefCell;
+
 use rayon::prelude::*;
 
 use super::dot_rows;
+use super::quant::{dequantize_row, dot_rows_quant, GgmlType};
 
 /// Output rows per parallel task: enough work to amortise scheduling, small enough to balance.
 const TILE: usize = 16;
+
+/// A weight matrix's rows: f32 values, or ggml blocks decoded one row (prefill) or one block
+/// (decode) at a time. Both give the same bits as the decoded matrix would.
+#[derive(Clone, Copy)]
+pub enum WeightRows<'a> {
+    F32(&'a [f32]),
+    Blocks(GgmlType, &'a [u8]),
+}
 
 /// Raw output pointer shared by the tile tasks. Each task writes only the columns of its own tile
 /// (`o0..o1` in every token row), so writes never overlap.
@@ -19,63 +30,120 @@ struct Out(*mut f32);
 unsafe impl Send for Out {}
 unsafe impl Sync for Out {}
 
-/// `x: [n_tok, n_in]`, `w: [n_out, n_in]`, `bias: [n_out]`, `out: [n_tok, n_out]`.
-pub fn matmul(out: &mut [f32], x: &[f32], w: &[f32], bias: Option<&[f32]>, n_tok: usize, n_in: usize, n_out: usize) {
-    assert!(out.len() >= n_tok * n_out && x.len() >= n_tok * n_in && w.len() == n_out * n_in);
+/// `out[t·ld + o] = bias[o] + Σ_i x[t·n_in + i] · w[o, i]` for `x: [n_tok, n_in]`,
+/// `w: [n_out, n_in]`. `ld ≥ n_out` lets several matmuls fill column ranges of one wider buffer.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(out: &mut [f32], ld: usize, x: &[f32], w: WeightRows, bias: Option<&[f32]>, n_tok: usize, n_in: usize, n_out: usize) {
+    if n_tok == 0 || n_out == 0 {
+        return;
+    }
+    assert!(ld >= n_out && out.len() >= (n_tok - 1) * ld + n_out && x.len() >= n_tok * n_in);
+    match w {
+        WeightRows::F32(w) => assert_eq!(w.len(), n_out * n_in),
+        WeightRows::Blocks(ty, b) => assert_eq!(ty.row_bytes(n_in).map(|r| r * n_out), Some(b.len())),
+    }
     if let Some(b) = bias {
         assert_eq!(b.len(), n_out);
     }
     let ptr = Out(out.as_mut_ptr());
-    let n_tiles = n_out.div_ceil(TILE);
-    (0..n_tiles).into_par_iter().for_each(|tile| {
-        let o0 = tile * TILE;
-        let o1 = (o0 + TILE).min(n_out);
-        // SAFETY: `out` holds n_tok·n_out values (asserted above) and this task writes only
-        // positions t·n_out + o with o in its own tile o0..o1, disjoint from every other task's.
-        unsafe { matmul_tile(ptr, x, w, bias, n_tok, n_in, n_out, o0, o1) }
+    let shape = Shape { ld, n_tok, n_in };
+    (0..n_out.div_ceil(TILE)).into_par_iter().for_each(|tile| {
+        let rows = tile * TILE..((tile + 1) * TILE).min(n_out);
+        // SAFETY: `out` holds every t·ld + o (asserted above) and this task writes only o in its
+        // own tile, disjoint from every other task's.
+        unsafe { matmul_tile(ptr, x, w, bias, shape, rows) }
     });
 }
 
-/// One tile, compiled for the best vector unit available: with AVX2 where the CPU has it, else for
-/// the target's baseline (SSE2 natively, SIMD128 in wasm). The lane order in [`dot_rows`] makes
-/// both give the same bits.
-#[allow(clippy::too_many_arguments)]
-unsafe fn matmul_tile(out: Out, x: &[f32], w: &[f32], bias: Option<&[f32]>, n_tok: usize, n_in: usize, n_out: usize, o0: usize, o1: usize) {
+#[derive(Clone, Copy)]
+struct Shape {
+    ld: usize,
+    n_tok: usize,
+    n_in: usize,
+}
+
+/// One tile, with the dot-product kernel the CPU supports best. Every kernel has the lane order of
+/// [`dot_rows`], so all give the same bits.
+unsafe fn matmul_tile(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return tile_avx2(out, x, w, bias, n_tok, n_in, n_out, o0, o1);
+        if std::arch::is_x86_feature_detected!("avx") {
+            return tile_avx(out, x, w, bias, s, rows);
         }
     }
-    tile(out, x, w, bias, n_tok, n_in, n_out, o0, o1)
+    tile(out, x, w, bias, s, rows, |w, xs| dot_rows::<4>(w, xs), |w, xs| dot_rows::<1>(w, xs))
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx2(out: Out, x: &[f32], w: &[f32], bias: Option<&[f32]>, n_tok: usize, n_in: usize, n_out: usize, o0: usize, o1: usize) {
-    tile(out, x, w, bias, n_tok, n_in, n_out, o0, o1)
+#[target_feature(enable = "avx")]
+unsafe fn tile_avx(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
+    use super::x86;
+    // SAFETY (both closures): AVX was detected by the caller; rows all have n_in values.
+    tile(out, x, w, bias, s, rows, |w, xs| unsafe { x86::dot_rows::<4>(w, xs) }, |w, xs| unsafe {
+        x86::dot_rows::<1>(w, xs)
+    })
 }
 
+thread_local! {
+    /// One decoded weight row per thread, for prefill over block matrices.
+    static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Output rows `rows` for every token: four tokens per pass over a weight row, then the rest.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile(out: Out, x: &[f32], w: &[f32], bias: Option<&[f32]>, n_tok: usize, n_in: usize, n_out: usize, o0: usize, o1: usize) {
-    let row = |t: usize| &x[t * n_in..(t + 1) * n_in];
-    for o in o0..o1 {
-        let wo = &w[o * n_in..(o + 1) * n_in];
-        let b = bias.map_or(0.0, |b| b[o]);
+unsafe fn tile(
+    out: Out,
+    x: &[f32],
+    w: WeightRows,
+    bias: Option<&[f32]>,
+    s: Shape,
+    rows: std::ops::Range<usize>,
+    dot4: impl Fn(&[f32], [&[f32]; 4]) -> [f32; 4],
+    dot1: impl Fn(&[f32], [&[f32]; 1]) -> [f32; 1],
+) {
+    let Shape { ld, n_tok, n_in } = s;
+    let xrow = |t: usize| &x[t * n_in..(t + 1) * n_in];
+    let store = |t: usize, o: usize, v: f32| *out.0.add(t * ld + o) = v + bias.map_or(0.0, |b| b[o]);
+    let all_tokens = |wo: &[f32], o: usize| {
         let mut t = 0;
         while t + 4 <= n_tok {
-            let d = dot_rows::<4>(wo, [row(t), row(t + 1), row(t + 2), row(t + 3)]);
-            for (r, v) in d.iter().enumerate() {
-                *out.0.add((t + r) * n_out + o) = v + b;
+            let d = dot4(wo, [xrow(t), xrow(t + 1), xrow(t + 2), xrow(t + 3)]);
+            for (r, v) in d.into_iter().enumerate() {
+                store(t + r, o, v);
             }
             t += 4;
         }
         while t < n_tok {
-            *out.0.add(t * n_out + o) = dot_rows::<1>(wo, [row(t)])[0] + b;
+            store(t, o, dot1(wo, [xrow(t)])[0]);
             t += 1;
         }
+    };
+    match w {
+        WeightRows::F32(w) => {
+            for o in rows {
+                all_tokens(&w[o * n_in..(o + 1) * n_in], o);
+            }
+        }
+        // Decode: one pass over each block, decoded on the fly.
+        WeightRows::Blocks(ty, b) if n_tok < 4 => {
+            let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
+            for o in rows {
+                let wo = &b[o * row_bytes..(o + 1) * row_bytes];
+                for t in 0..n_tok {
+                    store(t, o, dot_rows_quant::<1>(ty, wo, [xrow(t)])[0]);
+                }
+            }
+        }
+        // Prefill: decode each row once, then reuse it for every token.
+        WeightRows::Blocks(ty, b) => ROW.with_borrow_mut(|row| {
+            row.resize(n_in, 0.0);
+            let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
+            for o in rows {
+                dequantize_row(ty, &b[o * row_bytes..(o + 1) * row_bytes], row);
+                all_tokens(row, o);
+            }
+        }),
     }
 }
 
@@ -103,7 +171,7 @@ mod tests {
     #[test]
     fn tiny_example() {
         let mut out = [0.0; 6];
-        matmul(&mut out, &[1., 2., 3., 4.], &[1., 0., 0., 1., 1., 1.], Some(&[0.5, 0., -1.]), 2, 2, 3);
+        matmul(&mut out, 3, &[1., 2., 3., 4.], WeightRows::F32(&[1., 0., 0., 1., 1., 1.]), Some(&[0.5, 0., -1.]), 2, 2, 3);
         assert_eq!(out, [1.5, 2., 2., 3.5, 4., 6.]);
     }
 
@@ -114,7 +182,7 @@ mod tests {
             let w: Vec<f32> = (0..n_out * n_in).map(|i| (i as f32 * 0.07).cos()).collect();
             let bias: Vec<f32> = (0..n_out).map(|i| i as f32 * 0.01).collect();
             let mut out = vec![0.0; n_tok * n_out];
-            matmul(&mut out, &x, &w, Some(&bias), n_tok, n_in, n_out);
+            matmul(&mut out, n_out, &x, WeightRows::F32(&w), Some(&bias), n_tok, n_in, n_out);
             let expected = matmul_naive(&x, &w, &bias, n_tok, n_in, n_out);
             for (a, b) in out.iter().zip(&expected) {
                 assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{n_tok}x{n_in}x{n_out}: {a} vs {b}");
@@ -128,11 +196,39 @@ mod tests {
         let x: Vec<f32> = (0..6 * n_in).map(|i| (i as f32 * 0.29).sin()).collect();
         let w: Vec<f32> = (0..n_out * n_in).map(|i| (i as f32 * 0.05).cos()).collect();
         let mut batch = vec![0.0; 6 * n_out];
-        matmul(&mut batch, &x, &w, None, 6, n_in, n_out);
+        matmul(&mut batch, n_out, &x, WeightRows::F32(&w), None, 6, n_in, n_out);
         for t in 0..6 {
             let mut single = vec![0.0; n_out];
-            matmul(&mut single, &x[t * n_in..(t + 1) * n_in], &w, None, 1, n_in, n_out);
+            matmul(&mut single, n_out, &x[t * n_in..(t + 1) * n_in], WeightRows::F32(&w), None, 1, n_in, n_out);
             assert_eq!(single, batch[t * n_out..(t + 1) * n_out]);
         }
+    }
+
+    /// Q8_0 rows (f16 scale + 32 signed bytes per block) must give exactly the bits of the
+    /// decoded f32 matrix, on the decode path (1 token) and the prefill path (5 tokens).
+    #[test]
+    fn block_matrices_match_their_decoded_twin_bit_for_bit() {
+        let (n_in, n_out) = (64, 19);
+        let mut blocks = Vec::new();
+        for i in 0..n_out * n_in / 32 {
+            blocks.extend_from_slice(&half::f16::from_f32(0.01 + i as f32 * 1e-3).to_le_bytes());
+            blocks.extend((0..32).map(|j| ((i * 31 + j * 7) % 255) as u8));
+        }
+        let mut decoded = vec![0.0; n_out * n_in];
+        dequantize_row(GgmlType::Q8_0, &blocks, &mut decoded);
+        for n_tok in [1, 5] {
+            let x: Vec<f32> = (0..n_tok * n_in).map(|i| (i as f32 * 0.21).sin()).collect();
+            let (mut a, mut b) = (vec![0.0; n_tok * n_out], vec![0.0; n_tok * n_out]);
+            matmul(&mut a, n_out, &x, WeightRows::Blocks(GgmlType::Q8_0, &blocks), None, n_tok, n_in, n_out);
+            matmul(&mut b, n_out, &x, WeightRows::F32(&decoded), None, n_tok, n_in, n_out);
+            assert_eq!(a, b, "{n_tok} tokens");
+        }
+    }
+
+    #[test]
+    fn writes_into_a_column_range_of_a_wider_buffer() {
+        let mut out = vec![-1.0; 2 * 5];
+        matmul(&mut out[1..], 5, &[1., 2., 3., 4.], WeightRows::F32(&[1., 0., 0., 1.]), None, 2, 2, 2);
+        assert_eq!(out, [-1., 1., 2., -1., -1., -1., 3., 4., -1., -1.]);
     }
 }

@@ -1,22 +1,6 @@
 //! LayerNorm, with the per-row statistics the visualizer draws.
 
-use super::{dot, fold_lanes, LANES};
-
-/// Sum of a row with the same fixed lane order as every other reduction.
-#[inline]
-fn sum(x: &[f32]) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let full = x.len() - x.len() % LANES;
-    for chunk in x[..full].chunks_exact(LANES) {
-        for l in 0..LANES {
-            acc[l] += chunk[l];
-        }
-    }
-    for (l, v) in x[full..].iter().enumerate() {
-        acc[l] += v;
-    }
-    fold_lanes(acc)
-}
+use super::{dot, sum};
 
 /// Normalises each `d`-wide row of `x`: `out = (x − mean) / scale · weight + bias`, where
 /// `scale = sqrt(biased variance + eps)` (TransformerLens's `hook_scale`). Each row's mean and scale
@@ -36,6 +20,19 @@ pub fn layernorm(out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32], eps: 
         }
         *m = mu;
         *s = sigma;
+    }
+}
+
+/// RMSNorm of each `d`-wide row of `x`: `out = x / scale · weight` with
+/// `scale = sqrt(mean(x²) + eps)`, each row's scale in `scale[row]`.
+pub fn rmsnorm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32, scale: &mut [f32]) {
+    let d = weight.len();
+    for ((o, xr), s) in out.chunks_exact_mut(d).zip(x.chunks_exact(d)).zip(scale.iter_mut()) {
+        let rms = (dot(xr, xr) / d as f32 + eps).sqrt();
+        for ((oi, xi), w) in o.iter_mut().zip(xr).zip(weight) {
+            *oi = xi / rms * w;
+        }
+        *s = rms;
     }
 }
 
@@ -74,6 +71,19 @@ mod tests {
         let (mut out, mut mean, mut scale) = (vec![0.0; 64], [0.0], [0.0]);
         layernorm(&mut out, &x, &[1.; 64], &[0.; 64], 0.0, &mut mean, &mut scale);
         assert!((scale[0] - 0.5).abs() < 1e-4, "{}", scale[0]);
+    }
+
+    /// ```text
+    /// x = [3 4 0 0]   mean(x²) = 25/4   scale = sqrt(6.25 + 0.75) = sqrt(7)
+    /// out = x / sqrt(7) · [1 2 1 1] = [3/√7, 8/√7, 0, 0]
+    /// ```
+    #[test]
+    fn rmsnorm_one_row() {
+        let (mut out, mut scale) = ([0.0; 4], [0.0]);
+        rmsnorm(&mut out, &[3., 4., 0., 0.], &[1., 2., 1., 1.], 0.75, &mut scale);
+        let r7 = 7f32.sqrt();
+        assert!((scale[0] - r7).abs() < 1e-6);
+        assert!((out[0] - 3. / r7).abs() < 1e-6 && (out[1] - 8. / r7).abs() < 1e-6 && out[2] == 0.);
     }
 
     #[test]

@@ -1,26 +1,74 @@
-//! The hyperparameters of a model: everything the forward pass needs to know about shapes.
+//! The hyperparameters of a model: everything the forward pass needs to know about shapes and
+//! which variant of each sublayer to run.
 
-/// GPT-2 hyperparameters, named as in a Hugging Face `config.json` where one exists.
+/// The model families gptlens runs. One forward pass serves both; the family picks the sublayers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// GPT-2: learned positions, LayerNorm (with bias), GELU MLP, biases everywhere, fused qkv.
+    Gpt2,
+    /// LLaMA (SmolLM2, TinyLlama, …): RoPE, RMSNorm, SwiGLU MLP, grouped-query attention, no biases.
+    Llama,
+}
+
+impl Arch {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Gpt2 => "gpt2",
+            Arch::Llama => "llama",
+        }
+    }
+
+    /// LayerNorm subtracts the mean (and has a `hook_mean`); RMSNorm does not.
+    pub fn norm_has_mean(self) -> bool {
+        self == Arch::Gpt2
+    }
+}
+
+/// How rotary embeddings pair up the dimensions of a head. The two layouts are the same rotation
+/// applied to differently ordered rows of `W_q` and `W_k`: Hugging Face checkpoints rotate
+/// dimension `i` with `i + hd/2` ("rotate half"); llama.cpp's converter permutes the rows of q and
+/// k so that GGUF files rotate adjacent dimensions `2i` and `2i + 1`. Attention scores are equal
+/// either way, since q and k are permuted alike. This is the one place the difference lives: the
+/// loader records which layout its file uses, and the RoPE kernel follows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopePairing {
+    HalfSplit,
+    Adjacent,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rope {
+    /// Base of the rotation frequencies (`rope_theta`, `rope.freq_base`).
+    pub theta: f32,
+    pub pairing: RopePairing,
+}
+
+/// Hyperparameters, named as in a Hugging Face `config.json` where one exists.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
-    /// Number of transformer blocks (`n_layer`).
+    pub arch: Arch,
+    /// Number of transformer blocks.
     pub n_layer: usize,
-    /// Attention heads per block (`n_head`).
+    /// Query heads per block.
     pub n_head: usize,
-    /// Width of the residual stream (`n_embd`).
+    /// Key/value heads per block (fewer than `n_head` for grouped-query attention).
+    pub n_kv_head: usize,
+    /// Width of the residual stream.
     pub d_model: usize,
-    /// Width of the MLP's hidden layer (`n_inner`, 4 · d_model when absent).
+    /// Width of the MLP's hidden layer.
     pub d_ff: usize,
-    /// Vocabulary size (`vocab_size`).
     pub vocab_size: usize,
-    /// Context length: positions the learned position embedding covers (`n_positions`).
+    /// Context length: the most positions a sequence may have.
     pub n_ctx: usize,
-    /// LayerNorm epsilon (`layer_norm_epsilon`).
+    /// Epsilon of every LayerNorm / RMSNorm.
     pub norm_eps: f32,
-    /// End-of-sequence token, where the config names one (`eos_token_id`).
+    /// Rotary position embedding (LLaMA); GPT-2 learns its positions instead.
+    pub rope: Option<Rope>,
+    pub bos_token_id: Option<u32>,
+    /// End-of-sequence token, where the checkpoint names one.
     pub eos_token_id: Option<u32>,
-    /// The LM head reuses the token embedding (`tie_word_embeddings`, GPT-2's default); when
-    /// false the checkpoint must carry its own `lm_head.weight`.
+    /// The LM head reuses the token embedding (`tie_word_embeddings`); when false the checkpoint
+    /// must carry its own head.
     pub tied_head: bool,
 }
 
@@ -29,10 +77,53 @@ impl Config {
         self.d_model / self.n_head
     }
 
-    /// Total parameter count (a tied head counted once).
-    pub fn n_params(&self) -> usize {
-        let (d, f, v) = (self.d_model, self.d_ff, self.vocab_size);
-        let block = 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + 2 * d + (d * f + f) + (f * d + d);
-        v * d + self.n_ctx * d + self.n_layer * block + 2 * d + if self.tied_head { 0 } else { v * d }
+    /// Width of q (all query heads).
+    pub fn q_dim(&self) -> usize {
+        self.n_head * self.head_dim()
+    }
+
+    /// Width of k and of v (all key/value heads).
+    pub fn kv_dim(&self) -> usize {
+        self.n_kv_head * self.head_dim()
+    }
+
+    /// Checks the relations between sizes that the forward pass relies on.
+    pub fn validate(&self) -> Result<(), String> {
+        let dims = [
+            ("n_layer", self.n_layer),
+            ("n_head", self.n_head),
+            ("n_kv_head", self.n_kv_head),
+            ("d_model", self.d_model),
+            ("d_ff", self.d_ff),
+            ("vocab_size", self.vocab_size),
+            ("n_ctx", self.n_ctx),
+        ];
+        for (name, value) in dims {
+            if value == 0 || value > MAX_DIM {
+                return Err(format!("{name} = {value} is outside 1..={MAX_DIM}"));
+            }
+        }
+        if self.d_model % self.n_head != 0 {
+            return Err(format!("d_model = {} is not a multiple of n_head = {}", self.d_model, self.n_head));
+        }
+        if self.n_head % self.n_kv_head != 0 {
+            return Err(format!("n_head = {} is not a multiple of n_kv_head = {}", self.n_head, self.n_kv_head));
+        }
+        if self.rope.is_some() && self.head_dim() % 2 != 0 {
+            return Err(format!("rotary embeddings need an even head dimension, not {}", self.head_dim()));
+        }
+        if !(self.norm_eps.is_finite() && self.norm_eps > 0.0) {
+            return Err(format!("the norm epsilon {} must be a positive number", self.norm_eps));
+        }
+        if let Some(r) = self.rope {
+            if !(r.theta.is_finite() && r.theta > 1.0) {
+                return Err(format!("rope theta {} must be a number above 1", r.theta));
+            }
+        }
+        Ok(())
     }
 }
+
+/// Every dimension must be at most this: larger values are a corrupt file or a model far beyond
+/// what a browser holds, and rejecting them early keeps size arithmetic from overflowing.
+pub const MAX_DIM: usize = 1 << 24;

@@ -1,12 +1,17 @@
-//! The GPT-2 forward pass over a chunk of tokens, read top to bottom.
+//! The forward pass over a chunk of tokens, read top to bottom. GPT-2 and LLaMA share it; the
+//! architecture picks the norm (LayerNorm / RMSNorm), the positions (learned / rotary) and the MLP
+//! (GELU / SwiGLU).
 //!
 //! Prompts run in chunks of at most [`CHUNK`] tokens so that activation buffers have a fixed size
 //! whatever the prompt length; the KV cache carries everything earlier chunks computed.
 
 use rayon::prelude::*;
 
-use crate::kernels::{activation::gelu_new, attention::attend, matmul::matmul, norm};
-use crate::model::{Config, Weights};
+use crate::kernels::activation::{gelu_new, silu_mul};
+use crate::kernels::matmul::{matmul, WeightRows};
+use crate::kernels::{attention::attend, norm, rope};
+use crate::model::weights::{Linear, Matrix, Norm, Rows};
+use crate::model::{Arch, Config, Weights};
 use crate::trace::{Hook, NormSite};
 
 /// Tokens per forward chunk.
@@ -19,32 +24,44 @@ pub struct Model {
     pub weights: Weights,
 }
 
-/// Keys and values of every position seen so far.
+/// Keys and values of every position seen so far, grown a chunk at a time (a LLaMA context of
+/// 8192 positions would otherwise claim hundreds of megabytes up front).
 pub(crate) struct KvCache {
-    pub(crate) k: Vec<Vec<f32>>, // [L][n_ctx, d]
-    pub(crate) v: Vec<Vec<f32>>, // [L][n_ctx, d]
+    pub(crate) k: Vec<Vec<f32>>, // [L][positions, kv_dim]
+    pub(crate) v: Vec<Vec<f32>>, // [L][positions, kv_dim]
 }
 
 impl KvCache {
     pub(crate) fn new(c: &Config) -> Self {
-        Self { k: vec![vec![0.0; c.n_ctx * c.d_model]; c.n_layer], v: vec![vec![0.0; c.n_ctx * c.d_model]; c.n_layer] }
+        Self { k: vec![Vec::new(); c.n_layer], v: vec![Vec::new(); c.n_layer] }
+    }
+
+    fn reserve(&mut self, positions: usize, kv_dim: usize) {
+        for cache in self.k.iter_mut().chain(self.v.iter_mut()) {
+            if cache.len() < positions * kv_dim {
+                cache.resize(positions * kv_dim, 0.0);
+            }
+        }
     }
 }
 
-/// Activations of one chunk: preallocated, reused by every chunk. `C` is the chunk length.
+/// Activations of one chunk: preallocated, reused by every chunk. `C` is [`CHUNK`].
 pub(crate) struct Activations {
-    x: Vec<f32>,          // [C, d]     residual stream
-    xn: Vec<f32>,         // [C, d]     LayerNorm output (input of the next sublayer)
-    qkv: Vec<f32>,        // [C, 3d]    q | k | v of each token
-    heads: Vec<f32>,      // [H, C, hd] attention output per head, before concatenation
-    att_out: Vec<f32>,    // [C, d]     heads concatenated
-    proj: Vec<f32>,       // [C, d]     c_proj output, about to join the residual
-    fc: Vec<f32>,         // [C, d_ff]  MLP hidden layer
+    x: Vec<f32>,       // [C, d]         residual stream
+    xn: Vec<f32>,      // [C, d]         norm output (input of the next sublayer)
+    qkv: Vec<f32>,     // [C, q+2kv]     q | k | v of each token
+    heads: Vec<f32>,   // [H, C, hd]     attention output per head, before concatenation
+    att_out: Vec<f32>, // [C, q]         heads concatenated
+    proj: Vec<f32>,    // [C, d]         output projection, about to join the residual
+    up: Vec<f32>,      // [C, d_ff]      MLP hidden layer
+    gate: Vec<f32>,    // [C, d_ff]      SwiGLU gate (LLaMA only; empty for GPT-2)
+    rope_cos: Vec<f32>, // [C, hd/2]     rotation of each position in the chunk
+    rope_sin: Vec<f32>, // [C, hd/2]
     /// `[H, C, n_ctx]`: row (h, t) holds the attention probabilities of query t over keys
     /// `0..=pos`: what `hook_pattern` shows.
     pub(crate) att: Vec<f32>,
-    pub(crate) norm_mean: Vec<f32>,  // [C]  mean of the last LayerNorm's input
-    pub(crate) norm_scale: Vec<f32>, // [C]  sqrt(var + eps) of the same
+    pub(crate) norm_mean: Vec<f32>,  // [C]  mean of the last norm's input (LayerNorm only)
+    pub(crate) norm_scale: Vec<f32>, // [C]  sqrt(var + eps), or sqrt(mean(x²) + eps) for RMSNorm
     pub(crate) resid_norm: Vec<f32>, // [C]  L2 norm of the residual after a block
     /// `[V]` for the last token, or `[C, V]` when every position's logits are wanted.
     pub(crate) logits: Vec<f32>,
@@ -53,14 +70,18 @@ pub(crate) struct Activations {
 impl Activations {
     pub(crate) fn new(c: &Config) -> Self {
         let (d, n) = (c.d_model, CHUNK);
+        let half = if c.rope.is_some() { c.head_dim() / 2 } else { 0 };
         Self {
             x: vec![0.0; n * d],
             xn: vec![0.0; n * d],
-            qkv: vec![0.0; n * 3 * d],
-            heads: vec![0.0; n * d],
-            att_out: vec![0.0; n * d],
+            qkv: vec![0.0; n * (c.q_dim() + 2 * c.kv_dim())],
+            heads: vec![0.0; n * c.q_dim()],
+            att_out: vec![0.0; n * c.q_dim()],
             proj: vec![0.0; n * d],
-            fc: vec![0.0; n * c.d_ff],
+            up: vec![0.0; n * c.d_ff],
+            gate: if c.arch == Arch::Llama { vec![0.0; n * c.d_ff] } else { Vec::new() },
+            rope_cos: vec![0.0; n * half],
+            rope_sin: vec![0.0; n * half],
             att: vec![0.0; c.n_head * n * c.n_ctx],
             norm_mean: vec![0.0; n],
             norm_scale: vec![0.0; n],
@@ -71,7 +92,7 @@ impl Activations {
 }
 
 /// Where a chunk's captured values go. The forward pass asks before doing capture-only work
-/// (residual norms, LayerNorm-final and logits of every row) and hands over what it computed.
+/// (residual norms, the final norm and logits of every row) and hands over what it computed.
 pub(crate) trait Recorder {
     fn wants(&self, hook: Hook) -> bool;
     /// Takes the hook's values for the chunk's `n` positions `pos0..` from `acts`.
@@ -89,67 +110,97 @@ pub(crate) fn forward_chunk(
     rec: &mut dyn Recorder,
 ) {
     let Model { config: c, weights: w } = model;
-    let (n, d, h, hd, n_ctx) = (tokens.len(), c.d_model, c.n_head, c.head_dim(), c.n_ctx);
-    debug_assert!(n <= CHUNK && pos0 + n <= n_ctx);
+    let (n, d, hd) = (tokens.len(), c.d_model, c.head_dim());
+    let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
+    let qkv_dim = q_dim + 2 * kv_dim;
+    debug_assert!(n <= CHUNK && pos0 + n <= c.n_ctx);
+    kv.reserve(pos0 + n, kv_dim);
 
-    // Embedding: token + learned position.
-    let (wte, wpe) = (w.get(w.wte), w.get(w.wpe));
+    // Embedding: the token's row, plus the position's row (GPT-2) — LLaMA rotates q and k instead.
     for (i, &tok) in tokens.iter().enumerate() {
-        let (tok, pos) = (tok as usize, pos0 + i);
         let x = &mut acts.x[i * d..(i + 1) * d];
-        for ((x, e), p) in x.iter_mut().zip(&wte[tok * d..(tok + 1) * d]).zip(&wpe[pos * d..(pos + 1) * d]) {
-            *x = e + p;
+        w.row(&w.token_embd, tok as usize, x);
+        if let Some(wpe) = &w.position_embd {
+            let pos = &mut acts.proj[..d];
+            w.row(wpe, pos0 + i, pos);
+            add_into(x, pos);
+        }
+    }
+    if let Some(r) = c.rope {
+        let half = hd / 2;
+        for i in 0..n {
+            let (cos, sin) = (&mut acts.rope_cos[i * half..(i + 1) * half], &mut acts.rope_sin[i * half..(i + 1) * half]);
+            rope::angles(pos0 + i, hd, r.theta, cos, sin);
         }
     }
 
     for (l, lw) in w.layers.iter().enumerate() {
-        // Attention sublayer: x += c_proj(attend(c_attn(ln_1(x)))).
-        layernorm(acts, n, w.get(lw.ln_1_weight), w.get(lw.ln_1_bias), c.norm_eps);
+        // Attention sublayer: x += W_o · attend(q, k, v), with q | k | v = W_qkv · norm(x).
+        normalize(acts, c, w, &lw.attn_norm, n);
         record_norm(rec, c, acts, NormSite::Ln1(l), pos0, n);
-        matmul(&mut acts.qkv, &acts.xn, w.get(lw.attn_c_attn_weight), Some(w.get(lw.attn_c_attn_bias)), n, d, 3 * d);
-        for i in 0..n {
-            let row = &acts.qkv[i * 3 * d..(i + 1) * 3 * d];
-            let at = (pos0 + i) * d;
-            kv.k[l][at..at + d].copy_from_slice(&row[d..2 * d]);
-            kv.v[l][at..at + d].copy_from_slice(&row[2 * d..3 * d]);
+        let mut col = 0;
+        for lin in &lw.attn_qkv {
+            linear(&mut acts.qkv[col..], qkv_dim, &acts.xn, w, lin, n);
+            col += lin.weight.rows;
         }
-        let (keys, values, qkv) = (&kv.k[l], &kv.v[l], &acts.qkv);
-        acts.heads[..h * n * hd]
+        for i in 0..n {
+            let row = &mut acts.qkv[i * qkv_dim..(i + 1) * qkv_dim];
+            if let Some(r) = c.rope {
+                let half = hd / 2;
+                let (cos, sin) = (&acts.rope_cos[i * half..(i + 1) * half], &acts.rope_sin[i * half..(i + 1) * half]);
+                rope::rotate(&mut row[..q_dim + kv_dim], hd, r.pairing, cos, sin);
+            }
+            let at = (pos0 + i) * kv_dim;
+            kv.k[l][at..at + kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
+            kv.v[l][at..at + kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+        }
+        // Grouped-query attention: query head h reads key/value head h / (n_head / n_kv_head).
+        let group = c.n_head / c.n_kv_head;
+        let (keys, values, qkv, n_ctx) = (&kv.k[l], &kv.v[l], &acts.qkv, c.n_ctx);
+        acts.heads[..n * q_dim]
             .par_chunks_mut(n * hd)
             .zip(acts.att.par_chunks_mut(CHUNK * n_ctx))
             .enumerate()
             .for_each(|(head, (out, probs))| {
+                let kv_col = (head / group) * hd;
                 for i in 0..n {
-                    let q = &qkv[i * 3 * d + head * hd..i * 3 * d + (head + 1) * hd];
+                    let q = &qkv[i * qkv_dim + head * hd..i * qkv_dim + (head + 1) * hd];
                     attend(
                         q,
-                        &keys[head * hd..],
-                        &values[head * hd..],
-                        d,
+                        &keys[kv_col..],
+                        &values[kv_col..],
+                        kv_dim,
                         pos0 + i + 1,
                         &mut probs[i * n_ctx..(i + 1) * n_ctx],
                         &mut out[i * hd..(i + 1) * hd],
                     );
                 }
             });
-        for head in 0..h {
+        for head in 0..c.n_head {
             for i in 0..n {
-                acts.att_out[i * d + head * hd..i * d + (head + 1) * hd]
+                acts.att_out[i * q_dim + head * hd..i * q_dim + (head + 1) * hd]
                     .copy_from_slice(&acts.heads[(head * n + i) * hd..(head * n + i + 1) * hd]);
             }
         }
         if rec.wants(Hook::AttnPattern(l)) {
             rec.record(Hook::AttnPattern(l), c, acts, pos0, n);
         }
-        matmul(&mut acts.proj, &acts.att_out, w.get(lw.attn_c_proj_weight), Some(w.get(lw.attn_c_proj_bias)), n, d, d);
+        linear(&mut acts.proj, d, &acts.att_out, w, &lw.attn_output, n);
         add_into(&mut acts.x[..n * d], &acts.proj[..n * d]);
 
-        // MLP sublayer: x += c_proj(gelu(c_fc(ln_2(x)))).
-        layernorm(acts, n, w.get(lw.ln_2_weight), w.get(lw.ln_2_bias), c.norm_eps);
+        // MLP sublayer: x += W_down · act(W_up · norm(x)), act = GELU, or SwiGLU with W_gate.
+        normalize(acts, c, w, &lw.ffn_norm, n);
         record_norm(rec, c, acts, NormSite::Ln2(l), pos0, n);
-        matmul(&mut acts.fc, &acts.xn, w.get(lw.mlp_c_fc_weight), Some(w.get(lw.mlp_c_fc_bias)), n, d, c.d_ff);
-        acts.fc[..n * c.d_ff].par_chunks_mut(c.d_ff).for_each(gelu_new);
-        matmul(&mut acts.proj, &acts.fc, w.get(lw.mlp_c_proj_weight), Some(w.get(lw.mlp_c_proj_bias)), n, c.d_ff, d);
+        linear(&mut acts.up, c.d_ff, &acts.xn, w, &lw.ffn_up, n);
+        let up = &mut acts.up[..n * c.d_ff];
+        match &lw.ffn_gate {
+            Some(gate) => {
+                linear(&mut acts.gate, c.d_ff, &acts.xn, w, gate, n);
+                up.par_chunks_mut(c.d_ff).zip(acts.gate.par_chunks(c.d_ff)).for_each(|(u, g)| silu_mul(g, u));
+            }
+            None => up.par_chunks_mut(c.d_ff).for_each(gelu_new),
+        }
+        linear(&mut acts.proj, d, &acts.up, w, &lw.ffn_down, n);
         add_into(&mut acts.x[..n * d], &acts.proj[..n * d]);
 
         if rec.wants(Hook::ResidPostNorm(l)) {
@@ -158,31 +209,47 @@ pub(crate) fn forward_chunk(
         }
     }
 
-    // Final LayerNorm and unembedding: for every row when logits (or ln_final statistics) are
+    // Final norm and unembedding: for every row when logits (or final-norm statistics) are
     // captured, else only for the last row, the one that predicts the next token.
     let all_logits = rec.wants(Hook::Logits);
     let all_rows = all_logits || rec.wants(Hook::NormScale(NormSite::Final)) || rec.wants(Hook::NormMean(NormSite::Final));
     let first = if all_rows { 0 } else { n - 1 };
     let rows = n - first;
     acts.x.copy_within(first * d..n * d, 0);
-    layernorm(acts, rows, w.get(w.ln_f_weight), w.get(w.ln_f_bias), c.norm_eps);
+    normalize(acts, c, w, &w.output_norm, rows);
     record_norm(rec, c, acts, NormSite::Final, pos0, n);
     let v = c.vocab_size;
     if all_logits {
         if acts.logits.len() < n * v {
             acts.logits.resize(n * v, 0.0);
         }
-        matmul(&mut acts.logits, &acts.xn, w.get(w.lm_head), None, n, d, v);
+        linear(&mut acts.logits, v, &acts.xn, w, &Linear { weight: w.output, bias: None }, n);
         rec.record(Hook::Logits, c, acts, pos0, n);
     } else {
-        matmul(&mut acts.logits, &acts.xn[(rows - 1) * d..rows * d], w.get(w.lm_head), None, 1, d, v);
+        let last = &acts.xn[(rows - 1) * d..rows * d];
+        linear(&mut acts.logits, v, last, w, &Linear { weight: w.output, bias: None }, 1);
     }
 }
 
-/// `acts.xn[..n] = LayerNorm(acts.x[..n])`, statistics into `acts.norm_mean` / `norm_scale`.
-fn layernorm(acts: &mut Activations, n: usize, weight: &[f32], bias: &[f32], eps: f32) {
-    let d = weight.len();
-    norm::layernorm(&mut acts.xn[..n * d], &acts.x[..n * d], weight, bias, eps, &mut acts.norm_mean, &mut acts.norm_scale);
+/// `out[t·ld ..][..rows] = W x_t + b` for the first `n` rows of `x`.
+fn linear(out: &mut [f32], ld: usize, x: &[f32], w: &Weights, lin: &Linear, n: usize) {
+    let m: &Matrix = &lin.weight;
+    let rows = match m.data {
+        Rows::F32(view) => WeightRows::F32(w.get(view)),
+        Rows::Blocks { ty, offset, len } => WeightRows::Blocks(ty, w.blocks(offset, len)),
+    };
+    matmul(out, ld, x, rows, lin.bias.map(|b| w.get(b)), n, m.cols, m.rows);
+}
+
+/// `acts.xn[..n] = norm(acts.x[..n])`, statistics into `acts.norm_mean` / `norm_scale`.
+fn normalize(acts: &mut Activations, c: &Config, w: &Weights, nw: &Norm, n: usize) {
+    let d = c.d_model;
+    let (out, x, weight) = (&mut acts.xn[..n * d], &acts.x[..n * d], w.get(nw.weight));
+    // A norm with a bias is a LayerNorm (GPT-2); without, an RMSNorm (LLaMA).
+    match nw.bias {
+        Some(bias) => norm::layernorm(out, x, weight, w.get(bias), c.norm_eps, &mut acts.norm_mean, &mut acts.norm_scale),
+        None => norm::rmsnorm(out, x, weight, c.norm_eps, &mut acts.norm_scale),
+    }
 }
 
 fn record_norm(rec: &mut dyn Recorder, c: &Config, acts: &Activations, site: NormSite, pos0: usize, n: usize) {

@@ -5,7 +5,7 @@ mod forward;
 mod session;
 mod weights;
 
-pub use config::Config;
+pub use config::{Arch, Config, Rope, RopePairing, MAX_DIM};
 pub use forward::{Model, CHUNK};
 pub use session::Session;
-pub use weights::{LayerWeights, View, Weights};
+pub use weights::{LayerWeights, Linear, Matrix, Norm, Rows, View, Weights};

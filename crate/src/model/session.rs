@@ -45,6 +45,12 @@ impl Session {
         &self.model.config
     }
 
+    /// Forgets every cached token and captured value; buffers stay allocated.
+    pub fn reset(&mut self) {
+        self.truncate(0);
+        self.last_logits.fill(0.0);
+    }
+
     /// Tokens currently in the cache.
     pub fn tokens(&self) -> &[u32] {
         &self.tokens
@@ -83,6 +89,17 @@ impl Session {
         self.check_tokens(&[token], self.tokens.len())?;
         self.extend(&[token]);
         Ok(&self.last_logits)
+    }
+
+    /// Samples the token that follows the cached ones from their last logits and appends it: one
+    /// step of generation.
+    pub fn sample_next(&mut self, sampler: &mut Sampler) -> Result<u32> {
+        if self.tokens.is_empty() {
+            return Err(Error::InvalidArgument("nothing to continue: run a prompt before sampling".into()));
+        }
+        let token = sampler.sample(&self.last_logits)?;
+        self.step(token)?;
+        Ok(token)
     }
 
     /// Generates up to `max_new` tokens after `prompt`, stopping early after `stop` (e.g. EOS).

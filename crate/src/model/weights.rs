@@ -1,98 +1,204 @@
-//! GPT-2 weights as named views into one f32 buffer (llm.c's `ParameterTensors`).
+//! Weights as named views into two buffers (llm.c's `ParameterTensors`): f32 values, and
+//! quantized blocks kept exactly as the file stores them, so a Q4 model stays Q4 in memory.
 //!
-//! Matrices are stored row-major as `[out, in]`, so every matmul reads a weight row contiguously
-//! (one dot product per output). Hugging Face GPT-2 keeps its `Conv1D` weights as `[in, out]`;
-//! [`conv1d_to_rows`] is the one place that transposes them.
+//! Tensors are named by role, with llama.cpp's names (`token_embd`, `blk.{i}.attn_q`, …), the one
+//! vocabulary shared by every format; [`Naming`] maps them to each checkpoint's own names. Matrices
+//! are row-major `[out, in]`: each output is a dot product of two contiguous rows. Hugging Face
+//! GPT-2 keeps its `Conv1D` weights as `[in, out]`; [`conv1d_to_rows`] is the one place that
+//! transposes them.
 
-use crate::error::Result;
-use crate::formats::safetensors::SafetensorsFile;
-use crate::model::Config;
+use crate::error::{Error, Result};
+use crate::formats::{gguf::GgufFile, safetensors::SafetensorsFile};
+use crate::kernels::quant::{dequantize_row, GgmlType};
+use crate::model::{Arch, Config};
 
-/// A tensor's place in [`Weights::data`].
+/// A tensor's place in [`Weights`]' f32 buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct View {
     offset: usize,
     len: usize,
 }
 
-/// One transformer block. Names follow the checkpoint (`h.{i}.…`).
-#[derive(Clone, Debug)]
+/// How a matrix's rows are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rows {
+    /// f32 values in the float buffer.
+    F32(View),
+    /// Rows of ggml blocks (quantized, or F16/BF16) in the block buffer, as the file had them.
+    Blocks { ty: GgmlType, offset: usize, len: usize },
+}
+
+/// A `[rows, cols]` matrix: `rows` outputs, each a dot product over `cols` inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Matrix {
+    pub rows: usize,
+    pub cols: usize,
+    pub data: Rows,
+}
+
+/// `y = W x + b`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Linear {
+    pub weight: Matrix,
+    pub bias: Option<View>,
+}
+
+/// A LayerNorm (weight and bias) or an RMSNorm (weight only).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Norm {
+    pub weight: View,
+    pub bias: Option<View>,
+}
+
+/// One transformer block.
+#[derive(Clone, Debug, PartialEq)]
 pub struct LayerWeights {
-    pub ln_1_weight: View,        // [d]
-    pub ln_1_bias: View,          // [d]
-    pub attn_c_attn_weight: View, // [3d, d]  rows: q (d) | k (d) | v (d)
-    pub attn_c_attn_bias: View,   // [3d]
-    pub attn_c_proj_weight: View, // [d, d]
-    pub attn_c_proj_bias: View,   // [d]
-    pub ln_2_weight: View,        // [d]
-    pub ln_2_bias: View,          // [d]
-    pub mlp_c_fc_weight: View,    // [d_ff, d]
-    pub mlp_c_fc_bias: View,      // [d_ff]
-    pub mlp_c_proj_weight: View,  // [d, d_ff]
-    pub mlp_c_proj_bias: View,    // [d]
+    pub attn_norm: Norm,
+    /// Row blocks whose outputs, side by side, are q | k | v: GPT-2's fused `c_attn` is one block,
+    /// LLaMA's `q_proj`, `k_proj`, `v_proj` are three.
+    pub attn_qkv: Vec<Linear>,
+    pub attn_output: Linear,
+    pub ffn_norm: Norm,
+    /// GPT-2's `c_fc`, LLaMA's `up_proj`.
+    pub ffn_up: Linear,
+    /// LLaMA's `gate_proj` (SwiGLU); GPT-2 has none.
+    pub ffn_gate: Option<Linear>,
+    /// GPT-2's MLP `c_proj`, LLaMA's `down_proj`.
+    pub ffn_down: Linear,
 }
 
 #[derive(Clone, Debug)]
 pub struct Weights {
-    data: Vec<f32>,
-    pub wte: View, // [V, d]  token embedding
-    pub wpe: View, // [n_ctx, d]  learned position embedding
+    floats: Vec<f32>,
+    blocks: Vec<u8>,
+    pub token_embd: Matrix,            // [V, d]
+    pub position_embd: Option<Matrix>, // [n_ctx, d]  GPT-2's learned positions
     pub layers: Vec<LayerWeights>,
-    pub ln_f_weight: View, // [d]
-    pub ln_f_bias: View,   // [d]
-    /// `[V, d]`: the same view as `wte` when the head is tied (GPT-2's default).
-    pub lm_head: View,
+    pub output_norm: Norm,
+    /// `[V, d]`: the same matrix as `token_embd` when the head is tied.
+    pub output: Matrix,
 }
 
 impl Weights {
-    /// The values of one tensor. Views are only made by this module's layout, always inside `data`.
+    /// The values of an f32 tensor. Views are made only by [`Layout`], always inside the buffer.
     pub fn get(&self, view: View) -> &[f32] {
-        &self.data[view.offset..view.offset + view.len]
+        &self.floats[view.offset..view.offset + view.len]
+    }
+
+    /// The stored bytes of a block matrix. Made only by [`Layout`], always inside the buffer.
+    pub fn blocks(&self, offset: usize, len: usize) -> &[u8] {
+        &self.blocks[offset..offset + len]
+    }
+
+    /// Row `i` of a matrix as f32 (an embedding lookup). `out` must hold `m.cols` values.
+    pub fn row(&self, m: &Matrix, i: usize, out: &mut [f32]) {
+        match m.data {
+            Rows::F32(v) => out.copy_from_slice(&self.get(v)[i * m.cols..(i + 1) * m.cols]),
+            Rows::Blocks { ty, offset, len } => {
+                let row_bytes = len / m.rows;
+                dequantize_row(ty, &self.blocks(offset, len)[i * row_bytes..(i + 1) * row_bytes], out)
+            }
+        }
     }
 
     pub fn tied_head(&self) -> bool {
-        self.lm_head == self.wte
+        self.output == self.token_embd
     }
 
-    /// Number of stored parameters (a tied head counted once).
+    /// Bytes the weights occupy in memory.
+    pub fn memory_bytes(&self) -> usize {
+        self.floats.len() * 4 + self.blocks.len()
+    }
+
+    /// Number of parameters (a tied head counted once).
     pub fn n_params(&self) -> usize {
-        self.data.len()
-    }
-
-    /// Reads a GPT-2 checkpoint: names with or without the `transformer.` prefix, an optional
-    /// explicit `lm_head.weight`. Every tensor's presence, shape and dtype is checked before the
-    /// f32 buffer is allocated, so a lying header cannot make us allocate.
-    pub fn from_safetensors(config: &Config, file: &SafetensorsFile) -> Result<Weights> {
-        let prefix = if file.contains("transformer.wte.weight") { "transformer." } else { "" };
-        // An untied model must have its own head; a tied one may store a copy, which we skip.
-        let explicit_head = !config.tied_head
-            || (file.contains("lm_head.weight")
-                && file.raw("lm_head.weight")? != file.raw(&format!("{prefix}wte.weight"))?);
-        let plan = Plan::new(config, prefix, explicit_head);
-        for t in &plan.tensors {
-            file.check(&t.name, &t.stored_shape())?;
+        let mut n = self.floats.len();
+        let mut matrix = |m: &Matrix| {
+            if matches!(m.data, Rows::Blocks { .. }) {
+                n += m.rows * m.cols;
+            }
+        };
+        matrix(&self.token_embd);
+        if !self.tied_head() {
+            matrix(&self.output);
         }
-        let mut data = vec![0f32; plan.total];
-        for t in &plan.tensors {
-            let out = &mut data[t.view.offset..t.view.offset + t.view.len];
-            if t.conv1d {
-                let mut stored = vec![0f32; t.view.len];
-                file.read_f32(&t.name, &t.stored_shape(), &mut stored)?;
-                conv1d_to_rows(&stored, t.shape[1], t.shape[0], out);
-            } else {
-                file.read_f32(&t.name, &t.shape, out)?;
+        for l in &self.layers {
+            for lin in l.attn_qkv.iter().chain([&l.attn_output, &l.ffn_up, &l.ffn_down]).chain(&l.ffn_gate) {
+                matrix(&lin.weight);
             }
         }
-        Ok(plan.into_weights(data))
+        n
+    }
+
+    /// Reads a Hugging Face safetensors checkpoint (GPT-2 or LLaMA names). Every tensor's
+    /// presence, shape and dtype is checked before anything is allocated.
+    pub fn from_safetensors(config: &Config, file: &SafetensorsFile) -> Result<Weights> {
+        let naming = match config.arch {
+            Arch::Gpt2 if file.contains("transformer.wte.weight") => Naming::HfGpt2 { prefix: "transformer." },
+            Arch::Gpt2 => Naming::HfGpt2 { prefix: "" },
+            Arch::Llama => Naming::HfLlama,
+        };
+        // A tied model may still store a copy of the head; skip it when it equals the embedding.
+        let explicit_head = !config.tied_head
+            || (file.contains("lm_head.weight")
+                && file.raw("lm_head.weight")? != file.raw(&naming.name("token_embd.weight"))?);
+        let layout = Layout::new(config, explicit_head);
+        for t in &layout.tensors {
+            file.check(&naming.name(&t.name), &naming.stored_shape(t))?;
+        }
+        let mut floats = vec![0f32; layout.n_floats];
+        for t in &layout.tensors {
+            let (name, stored) = (naming.name(&t.name), naming.stored_shape(t));
+            let out = &mut floats[t.float_offset..t.float_offset + t.len()];
+            if naming.is_conv1d(&t.name) {
+                let mut transposed = vec![0f32; t.len()];
+                file.read_f32(&name, &stored, &mut transposed)?;
+                conv1d_to_rows(&transposed, t.shape[1], t.shape[0], out);
+            } else {
+                file.read_f32(&name, &stored, out)?;
+            }
+        }
+        Ok(layout.into_weights(floats, Vec::new()))
+    }
+
+    /// Reads the tensors of a GGUF file. Vectors (norms, biases) are decoded to f32; matrices
+    /// stay in their stored type unless they are F32.
+    pub fn from_gguf(config: &Config, file: &GgufFile) -> Result<Weights> {
+        let explicit_head = !config.tied_head || file.tensor("output.weight").is_ok();
+        let mut layout = Layout::new(config, explicit_head);
+        // Check every tensor and size the block buffer before allocating anything.
+        let mut n_blocks = 0usize;
+        for t in &mut layout.tensors {
+            let g = file.tensor(&t.name)?;
+            let expected: Vec<usize> = t.shape.iter().rev().copied().collect();
+            if g.shape() != expected.as_slice() {
+                return Err(Error::ShapeMismatch { name: t.name.clone(), expected, got: g.shape().to_vec() });
+            }
+            if t.shape.len() == 2 && g.ggml_type() != GgmlType::F32 {
+                t.block = Some((g.ggml_type(), n_blocks, g.data().len()));
+                n_blocks = n_blocks.checked_add(g.data().len()).ok_or_else(|| Error::Gguf("tensor sizes overflow".into()))?;
+            }
+        }
+        layout.compact_floats();
+        let mut floats = vec![0f32; layout.n_floats];
+        let mut blocks = Vec::with_capacity(n_blocks);
+        for t in &layout.tensors {
+            let g = file.tensor(&t.name)?;
+            match t.block {
+                Some(_) => blocks.extend_from_slice(g.data()),
+                None => dequantize_row(g.ggml_type(), g.data(), &mut floats[t.float_offset..t.float_offset + t.len()]),
+            }
+        }
+        Ok(layout.into_weights(floats, blocks))
     }
 
     /// Weights with every value drawn from a seeded generator: for benchmarks and tests that need
     /// a model of a given shape without a checkpoint file.
     pub fn random(config: &Config, seed: u64) -> Weights {
-        let plan = Plan::new(config, "", !config.tied_head);
+        let layout = Layout::new(config, !config.tied_head);
         let mut rng = crate::sample::Rng::new(seed);
-        let data = (0..plan.total).map(|_| (rng.next_f32() - 0.5) * 0.2).collect();
-        plan.into_weights(data)
+        let floats = (0..layout.n_floats).map(|_| (rng.next_f32() - 0.5) * 0.2).collect();
+        layout.into_weights(floats, Vec::new())
     }
 }
 
@@ -105,94 +211,222 @@ fn conv1d_to_rows(stored: &[f32], n_in: usize, n_out: usize, rows: &mut [f32]) {
     }
 }
 
-/// Where each checkpoint tensor goes in the buffer, decided before any data is read.
-struct Plan {
+/// How a checkpoint format names the tensors [`Layout`] asks for.
+enum Naming {
+    HfGpt2 { prefix: &'static str },
+    HfLlama,
+}
+
+impl Naming {
+    /// The checkpoint's name for a role name such as `blk.3.attn_q.weight`.
+    fn name(&self, role: &str) -> String {
+        let (layer, rest) = match role.strip_prefix("blk.").and_then(|r| r.split_once('.')) {
+            Some((l, rest)) => (Some(l), rest),
+            None => (None, role),
+        };
+        let (tensor, suffix) = rest.rsplit_once('.').unwrap_or((rest, ""));
+        match self {
+            Naming::HfGpt2 { prefix } => {
+                let name = match tensor {
+                    "token_embd" => "wte",
+                    "position_embd" => "wpe",
+                    "output_norm" => "ln_f",
+                    "output" => return format!("lm_head.{suffix}"),
+                    "attn_norm" => "ln_1",
+                    "attn_qkv" => "attn.c_attn",
+                    "attn_output" => "attn.c_proj",
+                    "ffn_norm" => "ln_2",
+                    "ffn_up" => "mlp.c_fc",
+                    "ffn_down" => "mlp.c_proj",
+                    other => other,
+                };
+                match layer {
+                    Some(l) => format!("{prefix}h.{l}.{name}.{suffix}"),
+                    None => format!("{prefix}{name}.{suffix}"),
+                }
+            }
+            Naming::HfLlama => {
+                let name = match tensor {
+                    "token_embd" => "embed_tokens",
+                    "output_norm" => "norm",
+                    "output" => return format!("lm_head.{suffix}"),
+                    "attn_norm" => "input_layernorm",
+                    "attn_q" => "self_attn.q_proj",
+                    "attn_k" => "self_attn.k_proj",
+                    "attn_v" => "self_attn.v_proj",
+                    "attn_output" => "self_attn.o_proj",
+                    "ffn_norm" => "post_attention_layernorm",
+                    "ffn_gate" => "mlp.gate_proj",
+                    "ffn_up" => "mlp.up_proj",
+                    "ffn_down" => "mlp.down_proj",
+                    other => other,
+                };
+                match layer {
+                    Some(l) => format!("model.layers.{l}.{name}.{suffix}"),
+                    None => format!("model.{name}.{suffix}"),
+                }
+            }
+        }
+    }
+
+    /// GPT-2's linear layers are Conv1D modules (weights `[in, out]`); its embeddings are not.
+    fn is_conv1d(&self, role: &str) -> bool {
+        matches!(self, Naming::HfGpt2 { .. })
+            && role.ends_with(".weight")
+            && ["attn_qkv", "attn_output", "ffn_up", "ffn_down"].iter().any(|t| role.contains(t))
+    }
+
+    fn stored_shape(&self, t: &PlannedTensor) -> Vec<usize> {
+        if self.is_conv1d(&t.name) {
+            vec![t.shape[1], t.shape[0]]
+        } else {
+            t.shape.clone()
+        }
+    }
+}
+
+/// Where each tensor goes, decided from the config before any data is read.
+struct Layout {
     tensors: Vec<PlannedTensor>,
-    total: usize,
-    explicit_head: bool,
+    n_floats: usize,
+    arch: Arch,
     n_layer: usize,
+    explicit_head: bool,
 }
 
 struct PlannedTensor {
+    /// Role name, llama.cpp style.
     name: String,
-    /// Shape in memory: `[out, in]` for matrices.
+    /// `[rows, cols]` for matrices, `[len]` for vectors.
     shape: Vec<usize>,
-    /// Stored transposed, as `[in, out]`.
-    conv1d: bool,
-    view: View,
+    float_offset: usize,
+    /// `(type, offset, len)` in the block buffer, for matrices kept in their stored type.
+    block: Option<(GgmlType, usize, usize)>,
 }
 
 impl PlannedTensor {
-    fn stored_shape(&self) -> Vec<usize> {
-        if self.conv1d {
-            vec![self.shape[1], self.shape[0]]
-        } else {
-            self.shape.clone()
-        }
+    fn len(&self) -> usize {
+        self.shape.iter().product()
     }
 }
 
-impl Plan {
-    fn new(c: &Config, prefix: &str, explicit_head: bool) -> Plan {
+impl Layout {
+    fn new(c: &Config, explicit_head: bool) -> Layout {
         let (d, f, v) = (c.d_model, c.d_ff, c.vocab_size);
-        let mut plan = Plan { tensors: Vec::new(), total: 0, explicit_head, n_layer: c.n_layer };
-        plan.push(format!("{prefix}wte.weight"), vec![v, d], false);
-        plan.push(format!("{prefix}wpe.weight"), vec![c.n_ctx, d], false);
+        let gpt2 = c.arch == Arch::Gpt2;
+        let mut layout = Layout { tensors: Vec::new(), n_floats: 0, arch: c.arch, n_layer: c.n_layer, explicit_head };
+        layout.push("token_embd.weight".into(), vec![v, d]);
+        if gpt2 {
+            layout.push("position_embd.weight".into(), vec![c.n_ctx, d]);
+        }
         for l in 0..c.n_layer {
-            let h = format!("{prefix}h.{l}");
-            plan.push(format!("{h}.ln_1.weight"), vec![d], false);
-            plan.push(format!("{h}.ln_1.bias"), vec![d], false);
-            plan.push(format!("{h}.attn.c_attn.weight"), vec![3 * d, d], true);
-            plan.push(format!("{h}.attn.c_attn.bias"), vec![3 * d], false);
-            plan.push(format!("{h}.attn.c_proj.weight"), vec![d, d], true);
-            plan.push(format!("{h}.attn.c_proj.bias"), vec![d], false);
-            plan.push(format!("{h}.ln_2.weight"), vec![d], false);
-            plan.push(format!("{h}.ln_2.bias"), vec![d], false);
-            plan.push(format!("{h}.mlp.c_fc.weight"), vec![f, d], true);
-            plan.push(format!("{h}.mlp.c_fc.bias"), vec![f], false);
-            plan.push(format!("{h}.mlp.c_proj.weight"), vec![d, f], true);
-            plan.push(format!("{h}.mlp.c_proj.bias"), vec![d], false);
+            let linear = |layout: &mut Layout, name: &str, rows: usize, cols: usize| {
+                layout.push(format!("blk.{l}.{name}.weight"), vec![rows, cols]);
+                if gpt2 {
+                    layout.push(format!("blk.{l}.{name}.bias"), vec![rows]);
+                }
+            };
+            let norm = |layout: &mut Layout, name: &str| linear(layout, name, d, 0);
+            norm(&mut layout, "attn_norm");
+            if gpt2 {
+                linear(&mut layout, "attn_qkv", 3 * d, d);
+            } else {
+                linear(&mut layout, "attn_q", c.q_dim(), d);
+                linear(&mut layout, "attn_k", c.kv_dim(), d);
+                linear(&mut layout, "attn_v", c.kv_dim(), d);
+            }
+            linear(&mut layout, "attn_output", d, c.q_dim());
+            norm(&mut layout, "ffn_norm");
+            if !gpt2 {
+                linear(&mut layout, "ffn_gate", f, d);
+            }
+            linear(&mut layout, "ffn_up", f, d);
+            linear(&mut layout, "ffn_down", d, f);
         }
-        plan.push(format!("{prefix}ln_f.weight"), vec![d], false);
-        plan.push(format!("{prefix}ln_f.bias"), vec![d], false);
+        layout.push("output_norm.weight".into(), vec![d]);
+        if gpt2 {
+            layout.push("output_norm.bias".into(), vec![d]);
+        }
         if explicit_head {
-            plan.push("lm_head.weight".to_string(), vec![v, d], false);
+            layout.push("output.weight".into(), vec![v, d]);
         }
-        plan
+        layout
     }
 
-    fn push(&mut self, name: String, shape: Vec<usize>, conv1d: bool) {
-        let len = shape.iter().product();
-        self.tensors.push(PlannedTensor { name, shape, conv1d, view: View { offset: self.total, len } });
-        self.total += len;
+    /// Adds a tensor; a zero width marks a vector (norm weights share [`Layout::new`]'s helper).
+    fn push(&mut self, name: String, shape: Vec<usize>) {
+        let shape = if shape.get(1) == Some(&0) { vec![shape[0]] } else { shape };
+        let t = PlannedTensor { name, shape, float_offset: self.n_floats, block: None };
+        self.n_floats += t.len();
+        self.tensors.push(t);
     }
 
-    /// Hands out the views in the order [`Plan::new`] pushed them.
-    fn into_weights(self, data: Vec<f32>) -> Weights {
-        let mut views = self.tensors.iter().map(|t| t.view);
-        let mut next = || views.next().unwrap_or(View { offset: 0, len: 0 });
-        let wte = next();
-        let wpe = next();
+    /// Re-packs the float buffer once some matrices have moved to the block buffer.
+    fn compact_floats(&mut self) {
+        self.n_floats = 0;
+        for t in &mut self.tensors {
+            t.float_offset = self.n_floats;
+            if t.block.is_none() {
+                self.n_floats += t.len();
+            }
+        }
+    }
+
+    fn find(&self, name: &str) -> Option<&PlannedTensor> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    /// The view of a planned vector. Only names [`Layout::new`] planned are asked for.
+    fn view(&self, name: &str) -> View {
+        self.find(name).map_or(View { offset: 0, len: 0 }, |t| View { offset: t.float_offset, len: t.len() })
+    }
+
+    fn matrix(&self, name: &str) -> Matrix {
+        let Some(t) = self.find(name) else { return Matrix { rows: 0, cols: 0, data: Rows::F32(self.view(name)) } };
+        let data = match t.block {
+            Some((ty, offset, len)) => Rows::Blocks { ty, offset, len },
+            None => Rows::F32(self.view(name)),
+        };
+        Matrix { rows: t.shape[0], cols: t.shape.get(1).copied().unwrap_or(1), data }
+    }
+
+    fn optional_view(&self, name: &str) -> Option<View> {
+        self.find(name).map(|_| self.view(name))
+    }
+
+    fn linear(&self, name: &str) -> Linear {
+        Linear { weight: self.matrix(&format!("{name}.weight")), bias: self.optional_view(&format!("{name}.bias")) }
+    }
+
+    fn norm(&self, name: &str) -> Norm {
+        Norm { weight: self.view(&format!("{name}.weight")), bias: self.optional_view(&format!("{name}.bias")) }
+    }
+
+    fn into_weights(self, floats: Vec<f32>, blocks: Vec<u8>) -> Weights {
         let layers = (0..self.n_layer)
-            .map(|_| LayerWeights {
-                ln_1_weight: next(),
-                ln_1_bias: next(),
-                attn_c_attn_weight: next(),
-                attn_c_attn_bias: next(),
-                attn_c_proj_weight: next(),
-                attn_c_proj_bias: next(),
-                ln_2_weight: next(),
-                ln_2_bias: next(),
-                mlp_c_fc_weight: next(),
-                mlp_c_fc_bias: next(),
-                mlp_c_proj_weight: next(),
-                mlp_c_proj_bias: next(),
+            .map(|l| {
+                let qkv: &[&str] = if self.arch == Arch::Gpt2 { &["attn_qkv"] } else { &["attn_q", "attn_k", "attn_v"] };
+                LayerWeights {
+                    attn_norm: self.norm(&format!("blk.{l}.attn_norm")),
+                    attn_qkv: qkv.iter().map(|n| self.linear(&format!("blk.{l}.{n}"))).collect(),
+                    attn_output: self.linear(&format!("blk.{l}.attn_output")),
+                    ffn_norm: self.norm(&format!("blk.{l}.ffn_norm")),
+                    ffn_up: self.linear(&format!("blk.{l}.ffn_up")),
+                    ffn_gate: self.find(&format!("blk.{l}.ffn_gate.weight")).map(|_| self.linear(&format!("blk.{l}.ffn_gate"))),
+                    ffn_down: self.linear(&format!("blk.{l}.ffn_down")),
+                }
             })
             .collect();
-        let ln_f_weight = next();
-        let ln_f_bias = next();
-        let lm_head = if self.explicit_head { next() } else { wte };
-        Weights { data, wte, wpe, layers, ln_f_weight, ln_f_bias, lm_head }
+        let token_embd = self.matrix("token_embd.weight");
+        Weights {
+            position_embd: self.find("position_embd.weight").map(|_| self.matrix("position_embd.weight")),
+            layers,
+            output_norm: self.norm("output_norm"),
+            output: if self.explicit_head { self.matrix("output.weight") } else { token_embd },
+            token_embd,
+            floats,
+            blocks,
+        }
     }
 }
 
@@ -211,5 +445,16 @@ mod tests {
         let mut rows = [0.0; 6];
         conv1d_to_rows(&[1., 2., 3., 4., 5., 6.], 2, 3, &mut rows);
         assert_eq!(rows, [1., 4., 2., 5., 3., 6.]);
+    }
+
+    #[test]
+    fn role_names_map_to_each_checkpoint() {
+        let gpt2 = Naming::HfGpt2 { prefix: "transformer." };
+        assert_eq!(gpt2.name("blk.3.attn_qkv.bias"), "transformer.h.3.attn.c_attn.bias");
+        assert_eq!(gpt2.name("output_norm.weight"), "transformer.ln_f.weight");
+        assert_eq!(gpt2.name("output.weight"), "lm_head.weight");
+        assert!(gpt2.is_conv1d("blk.0.ffn_down.weight") && !gpt2.is_conv1d("blk.0.ffn_down.bias"));
+        assert_eq!(Naming::HfLlama.name("blk.11.ffn_gate.weight"), "model.layers.11.mlp.gate_proj.weight");
+        assert_eq!(Naming::HfLlama.name("token_embd.weight"), "model.embed_tokens.weight");
     }
 }

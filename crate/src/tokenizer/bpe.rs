@@ -3,10 +3,13 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::added_tokens::{AddedToken, AddedTokens, Segment};
 use super::byte_level::{token_bytes, BYTE_TO_CHAR};
-use super::pretokenize::Gpt2Splitter;
+use super::chat::ChatMl;
+use super::pretokenize::{DigitPieces, Gpt2Splitter};
+use super::SpecialTokens;
 use crate::error::{Error, Result};
 
 /// Ids at or above this are refused: a corrupt id would otherwise make the decode table
@@ -25,6 +28,9 @@ pub(super) struct BpeConfig {
     pub(super) add_prefix_space: bool,
     /// Split with GPT-2's pattern; without it each stretch of text is one word.
     pub(super) split_with_gpt2_pattern: bool,
+    /// Before anything else, make every numeric character a piece of its own (HF's
+    /// `Digits(individual_digits)`, SmolLM2's pre-tokenizer).
+    pub(super) split_digits: bool,
     pub(super) unknown_token: Option<String>,
     pub(super) fuse_unknown: bool,
     /// Emit a word that is itself in the vocabulary as that token, without merging (Llama 3).
@@ -38,6 +44,7 @@ pub struct BpeTokenizer {
     added: AddedTokens,
     add_prefix_space: bool,
     splitter: Option<Gpt2Splitter>,
+    split_digits: bool,
     merges: MergeTable,
     /// The vocabulary id of each byte's single-character token.
     byte_ids: [Option<u32>; 256],
@@ -45,6 +52,11 @@ pub struct BpeTokenizer {
     whole_words_first: bool,
     /// Id → the bytes it decodes to; `None` for ids no token has.
     decoded: Vec<Option<Box<[u8]>>>,
+    /// Ids that every encoding starts / ends with (a GGUF's `add_bos_token` / `add_eos_token`).
+    prepend: Option<u32>,
+    append: Option<u32>,
+    special: SpecialTokens,
+    chat: Option<ChatMl>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +74,7 @@ impl BpeTokenizer {
             added_tokens,
             add_prefix_space,
             split_with_gpt2_pattern,
+            split_digits,
             unknown_token,
             fuse_unknown,
             whole_words_first,
@@ -79,24 +92,64 @@ impl BpeTokenizer {
         let unknown = match unknown_token {
             None => None,
             Some(token) => match vocab.get(&token) {
-                Some(&id) => Some(UnknownToken { id, fuse: fuse_unknown }),
-                None => return Err(Error::Tokenizer(format!("the unknown token `{token}` is not in the vocabulary"))),
+                Some(&id) => Some(UnknownToken {
+                    id,
+                    fuse: fuse_unknown,
+                }),
+                None => {
+                    return Err(Error::Tokenizer(format!(
+                        "the unknown token `{token}` is not in the vocabulary"
+                    )))
+                }
             },
         };
-        let byte_ids = std::array::from_fn(|byte| vocab.get(BYTE_TO_CHAR[byte].to_string().as_str()).copied());
-        let splitter = if split_with_gpt2_pattern { Some(Gpt2Splitter::new()?) } else { None };
+        let byte_ids =
+            std::array::from_fn(|byte| vocab.get(BYTE_TO_CHAR[byte].to_string().as_str()).copied());
+        let splitter = if split_with_gpt2_pattern {
+            Some(Gpt2Splitter::new()?)
+        } else {
+            None
+        };
         let decoded = decode_table(&vocab, &added)?;
         Ok(Self {
             vocab,
             added,
             add_prefix_space,
             splitter,
+            split_digits,
             merges,
             byte_ids,
             unknown,
             whole_words_first,
             decoded,
+            prepend: None,
+            append: None,
+            special: SpecialTokens::default(),
+            chat: None,
         })
+    }
+
+    /// Sets what a GGUF says besides the vocabulary: the special tokens' ids, whether encodings
+    /// start with BOS / end with EOS, and the chat template.
+    pub(super) fn set_gguf_extras(
+        &mut self,
+        special: SpecialTokens,
+        prepend: Option<u32>,
+        append: Option<u32>,
+        chat: Option<ChatMl>,
+    ) {
+        self.special = special;
+        self.prepend = prepend;
+        self.append = append;
+        self.chat = chat;
+    }
+
+    pub(super) fn special_tokens(&self) -> SpecialTokens {
+        self.special
+    }
+
+    pub(super) fn chat(&self) -> Option<&ChatMl> {
+        self.chat.as_ref()
     }
 
     pub(super) fn vocab_size(&self) -> usize {
@@ -104,7 +157,9 @@ impl BpeTokenizer {
     }
 
     pub(super) fn token_id(&self, token: &str) -> Option<u32> {
-        self.added.id(token).or_else(|| self.vocab.get(token).copied())
+        self.added
+            .id(token)
+            .or_else(|| self.vocab.get(token).copied())
     }
 
     /// The bytes of one id; `Ok(None)` for an id inside the range that no token has, which
@@ -112,23 +167,33 @@ impl BpeTokenizer {
     pub(super) fn token_bytes(&self, id: u32) -> Result<Option<&[u8]>> {
         match self.decoded.get(id as usize) {
             Some(bytes) => Ok(bytes.as_deref()),
-            None => Err(Error::TokenOutOfRange { id, vocab: self.vocab_size() }),
+            None => Err(Error::TokenOutOfRange {
+                id,
+                vocab: self.vocab_size(),
+            }),
         }
     }
 
     pub(super) fn encode(&self, text: &str) -> Vec<u32> {
-        let mut ids = Vec::with_capacity(text.len() / 2);
+        let mut ids = Vec::with_capacity(text.len() / 2 + 2);
+        ids.extend(self.prepend);
+        let mut word = Word::default();
         for segment in self.added.split(text) {
             match segment {
                 Segment::Added(id) => ids.push(id),
-                Segment::Text(text) => self.encode_text(text, &mut ids),
+                Segment::Text(text) if self.split_digits => DigitPieces::new(text)
+                    .for_each(|piece| self.encode_text(piece, &mut word, &mut ids)),
+                Segment::Text(text) => self.encode_text(text, &mut word, &mut ids),
             }
         }
+        ids.extend(self.append);
         ids
     }
 
-    /// Encodes text that contains no added token.
-    fn encode_text(&self, text: &str, ids: &mut Vec<u32>) {
+    /// Encodes text that contains no added token (and, when digits are split, no digit or only
+    /// one), as HF's ByteLevel pre-tokenizer does with each piece it is given: prefix a space if
+    /// asked to, split with GPT-2's pattern, merge each word.
+    fn encode_text(&self, text: &str, word: &mut Word, ids: &mut Vec<u32>) {
         let prefixed;
         let text = if self.add_prefix_space && !text.starts_with(' ') {
             prefixed = format!(" {text}");
@@ -137,33 +202,41 @@ impl BpeTokenizer {
             text
         };
         match &self.splitter {
-            Some(splitter) => splitter.split(text).for_each(|word| self.encode_word(word, ids)),
-            None => self.encode_word(text, ids),
+            Some(splitter) => splitter
+                .split(text)
+                .for_each(|piece| self.encode_word(piece, word, ids)),
+            None => self.encode_word(text, word, ids),
         }
     }
 
-    fn encode_word(&self, word: &str, ids: &mut Vec<u32>) {
+    /// Encodes one pre-tokenized piece, using `word` as scratch space.
+    fn encode_word(&self, piece: &str, word: &mut Word, ids: &mut Vec<u32>) {
         if self.whole_words_first {
-            let spelled: String = word.bytes().map(|byte| BYTE_TO_CHAR[byte as usize]).collect();
+            let spelled: String = piece
+                .bytes()
+                .map(|byte| BYTE_TO_CHAR[byte as usize])
+                .collect();
             if let Some(&id) = self.vocab.get(&spelled) {
                 ids.push(id);
                 return;
             }
         }
-        let mut symbols = Vec::with_capacity(word.len());
+        word.clear();
         let mut previous_was_unknown = false;
-        for byte in word.bytes() {
+        for byte in piece.bytes() {
             let byte_id = self.byte_ids[byte as usize];
             match (byte_id, self.unknown) {
-                (Some(id), _) => symbols.push(id),
-                (None, Some(unknown)) if !(unknown.fuse && previous_was_unknown) => symbols.push(unknown.id),
+                (Some(id), _) => word.push(id),
+                (None, Some(unknown)) if !(unknown.fuse && previous_was_unknown) => {
+                    word.push(unknown.id);
+                }
                 // Already covered by the fused unknown token, or (without an unknown token)
                 // dropped, as HF drops characters it can neither find nor replace.
                 (None, _) => {}
             }
             previous_was_unknown = byte_id.is_none();
         }
-        ids.extend(self.merges.apply(symbols));
+        self.merges.apply(word, ids);
     }
 }
 
@@ -174,20 +247,35 @@ impl fmt::Debug for BpeTokenizer {
             .field("merges", &self.merges.rules.len())
             .field("added_tokens", &self.added.iter().count())
             .field("add_prefix_space", &self.add_prefix_space)
+            .field("split_digits", &self.split_digits)
+            .field("special", &self.special)
             .finish_non_exhaustive()
     }
 }
 
 /// Id → decoded bytes for every vocabulary and added token; added tokens win a shared id, as
 /// they do in HF's `id_to_token`.
-fn decode_table(vocab: &HashMap<String, u32>, added: &AddedTokens) -> Result<Vec<Option<Box<[u8]>>>> {
-    let largest_id = vocab.values().copied().chain(added.iter().map(|(id, _)| id)).max().unwrap_or(0);
+fn decode_table(
+    vocab: &HashMap<String, u32>,
+    added: &AddedTokens,
+) -> Result<Vec<Option<Box<[u8]>>>> {
+    let largest_id = vocab
+        .values()
+        .copied()
+        .chain(added.iter().map(|(id, _)| id))
+        .max()
+        .unwrap_or(0);
     let size = largest_id as usize + 1;
     if size > MAX_VOCAB_SIZE {
-        return Err(Error::Tokenizer(format!("the added tokens reach id {largest_id}; gptlens accepts ids below {MAX_VOCAB_SIZE}")));
+        return Err(Error::Tokenizer(format!(
+            "the added tokens reach id {largest_id}; gptlens accepts ids below {MAX_VOCAB_SIZE}"
+        )));
     }
     let mut decoded = vec![None; size];
-    let tokens = vocab.iter().map(|(token, &id)| (id, token.as_str())).chain(added.iter());
+    let tokens = vocab
+        .iter()
+        .map(|(token, &id)| (id, token.as_str()))
+        .chain(added.iter());
     for (id, token) in tokens {
         if let Some(slot) = decoded.get_mut(id as usize) {
             *slot = Some(token_bytes(token).into_boxed_slice());
@@ -199,7 +287,30 @@ fn decode_table(vocab: &HashMap<String, u32>, added: &AddedTokens) -> Result<Vec
 /// Which adjacent pair of tokens fuses into which token, and with what priority.
 #[derive(Clone, Debug)]
 struct MergeTable {
-    rules: HashMap<(u32, u32), MergeRule>,
+    rules: HashMap<(u32, u32), MergeRule, BuildHasherDefault<PairHasher>>,
+}
+
+/// Pair lookups dominate encoding time. The keys are small integers from our own vocabulary,
+/// not attacker-chosen strings, so FxHash's multiply-rotate (as used inside rustc) is enough and
+/// several times cheaper than the default DoS-resistant SipHash.
+#[derive(Clone, Copy, Default)]
+struct PairHasher(u64);
+
+impl Hasher for PairHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u32(u32::from(byte));
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        self.0 = (self.0.rotate_left(5) ^ u64::from(n)).wrapping_mul(SEED);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -209,7 +320,17 @@ struct MergeRule {
     merged: u32,
 }
 
-/// A token in a word being merged; a doubly linked list over the word's initial symbols.
+/// A word being merged: a doubly linked list of tokens laid over its initial symbols, and the
+/// queue of candidate merges. One is reused for every word of an `encode` call, because
+/// allocating these buffers per word cost as much as the merging itself.
+#[derive(Default)]
+struct Word {
+    symbols: Vec<Symbol>,
+    /// (rank, left position, merged id): lowest rank first, then leftmost. An entry goes stale
+    /// when either side is merged away, which popping detects by re-checking the pair.
+    queue: BinaryHeap<Reverse<(u32, usize, u32)>>,
+}
+
 #[derive(Clone, Copy)]
 struct Symbol {
     id: u32,
@@ -218,10 +339,31 @@ struct Symbol {
     merged_into_previous: bool,
 }
 
+impl Word {
+    fn clear(&mut self) {
+        self.symbols.clear();
+        self.queue.clear();
+    }
+
+    fn push(&mut self, id: u32) {
+        let position = self.symbols.len();
+        if let Some(last) = self.symbols.last_mut() {
+            last.next = Some(position);
+        }
+        self.symbols.push(Symbol {
+            id,
+            previous: position.checked_sub(1),
+            next: None,
+            merged_into_previous: false,
+        });
+    }
+}
+
 impl MergeTable {
     /// Resolves each pair to ids. A pair listed twice keeps its last rank, like HF's map.
     fn new(vocab: &HashMap<String, u32>, merges: Vec<(String, String)>) -> Result<Self> {
-        let mut rules = HashMap::with_capacity(merges.len());
+        let mut rules =
+            HashMap::with_capacity_and_hasher(merges.len(), BuildHasherDefault::default());
         for (rank, (left, right)) in merges.into_iter().enumerate() {
             let id_of = |token: &str| {
                 vocab.get(token).copied().ok_or_else(|| {
@@ -233,38 +375,28 @@ impl MergeTable {
             };
             let pair = (id_of(&left)?, id_of(&right)?);
             let merged = id_of(&format!("{left}{right}"))?;
-            let rank = u32::try_from(rank).map_err(|_| Error::Tokenizer("too many merges".into()))?;
+            let rank =
+                u32::try_from(rank).map_err(|_| Error::Tokenizer("too many merges".into()))?;
             rules.insert(pair, MergeRule { rank, merged });
         }
         Ok(Self { rules })
     }
 
-    /// Applies merges to a word, always the lowest-ranked applicable pair first and the leftmost
-    /// among equals, exactly like HF's `Word::merge_all`. A priority queue keeps long words
-    /// (a page of digits, a run of `=`) at O(n log n) rather than a rescan per merge.
-    fn apply(&self, ids: Vec<u32>) -> impl Iterator<Item = u32> {
-        let mut symbols: Vec<Symbol> = ids
-            .iter()
-            .enumerate()
-            .map(|(position, &id)| Symbol {
-                id,
-                previous: position.checked_sub(1),
-                next: Some(position + 1).filter(|&next| next < ids.len()),
-                merged_into_previous: false,
-            })
-            .collect();
-        // Entries are (rank, left position, merged id); an entry goes stale when either side is
-        // merged away, which popping detects by re-checking the pair still merges that way.
-        let mut queue: BinaryHeap<Reverse<(u32, usize, u32)>> = ids
-            .windows(2)
-            .enumerate()
-            .filter_map(|(position, pair)| {
-                self.rules.get(&(pair[0], pair[1])).map(|rule| Reverse((rule.rank, position, rule.merged)))
-            })
-            .collect();
+    /// Merges `word` and appends its tokens to `ids`: always the lowest-ranked applicable pair
+    /// first and the leftmost among equals, exactly like HF's `Word::merge_all`. The priority
+    /// queue keeps long words (a page of digits, a run of `=`) at O(n log n).
+    fn apply(&self, word: &mut Word, ids: &mut Vec<u32>) {
+        let Word { symbols, queue } = word;
+        for (position, pair) in symbols.windows(2).enumerate() {
+            if let Some(rule) = self.rules.get(&(pair[0].id, pair[1].id)) {
+                queue.push(Reverse((rule.rank, position, rule.merged)));
+            }
+        }
         while let Some(Reverse((_, position, merged))) = queue.pop() {
             let left = symbols[position];
-            let Some(right_position) = left.next.filter(|_| !left.merged_into_previous) else { continue };
+            let Some(right_position) = left.next.filter(|_| !left.merged_into_previous) else {
+                continue;
+            };
             let right = symbols[right_position];
             if self.rules.get(&(left.id, right.id)).map(|rule| rule.merged) != Some(merged) {
                 continue;
@@ -275,7 +407,10 @@ impl MergeTable {
             if let Some(after) = right.next {
                 symbols[after].previous = Some(position);
             }
-            let neighbours = [(left.previous, Some(position)), (Some(position), right.next)];
+            let neighbours = [
+                (left.previous, Some(position)),
+                (Some(position), right.next),
+            ];
             for (first, second) in neighbours {
                 if let (Some(first), Some(second)) = (first, second) {
                     if let Some(rule) = self.rules.get(&(symbols[first].id, symbols[second].id)) {
@@ -284,7 +419,12 @@ impl MergeTable {
                 }
             }
         }
-        symbols.into_iter().filter(|symbol| !symbol.merged_into_previous).map(|symbol| symbol.id)
+        ids.extend(
+            symbols
+                .iter()
+                .filter(|symbol| !symbol.merged_into_previous)
+                .map(|symbol| symbol.id),
+        );
     }
 }
 
@@ -294,27 +434,40 @@ mod tests {
 
     /// A toy vocabulary over the letters of "aaab" with merges `a a` then `aa a` then `a b`.
     fn toy_table() -> (HashMap<String, u32>, MergeTable) {
-        let vocab: HashMap<String, u32> =
-            ["a", "b", "aa", "aaa", "ab"].iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
-        let merges = [("a", "a"), ("aa", "a"), ("a", "b")].iter().map(|(l, r)| (l.to_string(), r.to_string())).collect();
+        let vocab: HashMap<String, u32> = ["a", "b", "aa", "aaa", "ab"]
+            .iter()
+            .enumerate()
+            .map(|(id, t)| (t.to_string(), id as u32))
+            .collect();
+        let merges = [("a", "a"), ("aa", "a"), ("a", "b")]
+            .iter()
+            .map(|(l, r)| (l.to_string(), r.to_string()))
+            .collect();
         let table = MergeTable::new(&vocab, merges).unwrap();
         (vocab, table)
+    }
+
+    fn merged(table: &MergeTable, ids: &[u32]) -> Vec<u32> {
+        let mut word = Word::default();
+        ids.iter().for_each(|&id| word.push(id));
+        let mut merged = Vec::new();
+        table.apply(&mut word, &mut merged);
+        merged
     }
 
     /// `a a a b` → `aa a b` (leftmost `a a` first) → `aaa b`; `a b` never gets its turn.
     #[test]
     fn merges_lowest_rank_then_leftmost() {
         let (vocab, table) = toy_table();
-        let ids = ["a", "a", "a", "b"].iter().map(|t| vocab[*t]).collect();
-        assert_eq!(table.apply(ids).collect::<Vec<_>>(), [vocab["aaa"], vocab["b"]]);
+        let ids: Vec<u32> = ["a", "a", "a", "b"].iter().map(|t| vocab[*t]).collect();
+        assert_eq!(merged(&table, &ids), [vocab["aaa"], vocab["b"]]);
     }
 
     /// `a a a a` → `aa aa`: two separate `a a` merges, and no rule joins `aa aa`.
     #[test]
     fn repeated_pairs_merge_left_to_right() {
         let (vocab, table) = toy_table();
-        let ids = vec![vocab["a"]; 4];
-        assert_eq!(table.apply(ids).collect::<Vec<_>>(), [vocab["aa"], vocab["aa"]]);
+        assert_eq!(merged(&table, &[vocab["a"]; 4]), [vocab["aa"], vocab["aa"]]);
     }
 
     #[test]

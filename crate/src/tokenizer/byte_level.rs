@@ -80,7 +80,11 @@ mod tests {
         for byte in 0..=255u8 {
             assert_eq!(char_to_byte(BYTE_TO_CHAR[byte as usize]), Some(byte));
         }
-        assert_eq!(char_to_byte(' '), None, "a real space is not in the byte alphabet");
+        assert_eq!(
+            char_to_byte(' '),
+            None,
+            "a real space is not in the byte alphabet"
+        );
     }
 
     #[test]

@@ -97,8 +97,9 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
     let byte_level = single_byte_level_pre_tokenizer(file.pre_tokenizer.as_ref())?;
     // A ByteLevel post-processor only adjusts offsets; anything else (TemplateProcessing, ...)
     // would add ids around the text.
-    if let Some(other) =
-        stages(file.post_processor.as_ref(), "processors")?.into_iter().find(|stage| type_name(stage) != "ByteLevel")
+    if let Some(other) = stages(file.post_processor.as_ref(), "processors")?
+        .into_iter()
+        .find(|stage| type_name(stage) != "ByteLevel")
     {
         return Err(Error::Tokenizer(format!(
             "the post-processor `{}` is not supported (it adds tokens around the text)",
@@ -109,7 +110,11 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
     // the ByteLevel decoder does, and the only pre-tokenizer accepted above is ByteLevel.
 
     let model = bpe_model(file.model)?;
-    let merges = model.merges.into_iter().filter_map(merge_pair).collect::<Result<Vec<_>>>()?;
+    let merges = model
+        .merges
+        .into_iter()
+        .filter_map(merge_pair)
+        .collect::<Result<Vec<_>>>()?;
     let added_tokens = file
         .added_tokens
         .into_iter()
@@ -127,6 +132,7 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
         added_tokens,
         add_prefix_space: byte_level.add_prefix_space,
         split_with_gpt2_pattern: byte_level.use_regex,
+        split_digits: false,
         unknown_token: model.unk_token,
         fuse_unknown: model.fuse_unk.unwrap_or(false),
         whole_words_first: model.ignore_merges.unwrap_or(false),
@@ -135,7 +141,9 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
 
 pub(super) fn from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<BpeTokenizer> {
     let vocab: HashMap<String, u32> = serde_json::from_slice(vocab_json).map_err(|e| {
-        Error::Tokenizer(format!("vocab.json is not a JSON object mapping tokens to ids: {e}"))
+        Error::Tokenizer(format!(
+            "vocab.json is not a JSON object mapping tokens to ids: {e}"
+        ))
     })?;
     let merges_txt = std::str::from_utf8(merges_txt)
         .map_err(|e| Error::Tokenizer(format!("merges.txt is not UTF-8: {e}")))?;
@@ -147,7 +155,10 @@ pub(super) fn from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<
         .filter_map(merge_pair)
         .collect::<Result<Vec<_>>>()?;
     let added_tokens = if vocab.contains_key(END_OF_TEXT) {
-        vec![AddedToken { content: END_OF_TEXT.into(), ..AddedToken::default() }]
+        vec![AddedToken {
+            content: END_OF_TEXT.into(),
+            ..AddedToken::default()
+        }]
     } else {
         Vec::new()
     };
@@ -157,6 +168,7 @@ pub(super) fn from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<
         added_tokens,
         add_prefix_space: false,
         split_with_gpt2_pattern: true,
+        split_digits: false,
         unknown_token: None,
         fuse_unknown: false,
         whole_words_first: false,
@@ -165,12 +177,16 @@ pub(super) fn from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<
 
 /// The stages of a pipeline step, with `Sequence`s flattened; none for `null`.
 fn stages<'v>(step: Option<&'v Value>, list_key: &str) -> Result<Vec<&'v Value>> {
-    let Some(step) = step.filter(|step| !step.is_null()) else { return Ok(Vec::new()) };
+    let Some(step) = step.filter(|step| !step.is_null()) else {
+        return Ok(Vec::new());
+    };
     if type_name(step) != "Sequence" {
         return Ok(vec![step]);
     }
     let Some(list) = step.get(list_key).and_then(Value::as_array) else {
-        return Err(Error::Tokenizer(format!("a `Sequence` step has no `{list_key}` list")));
+        return Err(Error::Tokenizer(format!(
+            "a `Sequence` step has no `{list_key}` list"
+        )));
     };
     let mut flattened = Vec::new();
     for stage in list {
@@ -180,7 +196,10 @@ fn stages<'v>(step: Option<&'v Value>, list_key: &str) -> Result<Vec<&'v Value>>
 }
 
 fn type_name(stage: &Value) -> &str {
-    stage.get("type").and_then(Value::as_str).unwrap_or("(no type)")
+    stage
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("(no type)")
 }
 
 fn single_byte_level_pre_tokenizer(pre_tokenizer: Option<&Value>) -> Result<ByteLevelJson> {
@@ -195,7 +214,8 @@ fn single_byte_level_pre_tokenizer(pre_tokenizer: Option<&Value>) -> Result<Byte
         [byte_level] => ByteLevelJson::deserialize(*byte_level)
             .map_err(|e| Error::Tokenizer(format!("bad ByteLevel pre-tokenizer: {e}"))),
         [] => Err(Error::Tokenizer(
-            "tokenizer.json has no pre-tokenizer; gptlens needs GPT-2's ByteLevel pre-tokenizer".into(),
+            "tokenizer.json has no pre-tokenizer; gptlens needs GPT-2's ByteLevel pre-tokenizer"
+                .into(),
         )),
         _ => Err(Error::Tokenizer(format!(
             "the pre-tokenizer applies ByteLevel {} times; gptlens supports it once",
@@ -214,14 +234,18 @@ fn bpe_model(model: Value) -> Result<BpeModelJson> {
             )))
         }
     }
-    let model = BpeModelJson::deserialize(model).map_err(|e| Error::Tokenizer(format!("bad BPE model: {e}")))?;
+    let model = BpeModelJson::deserialize(model)
+        .map_err(|e| Error::Tokenizer(format!("bad BPE model: {e}")))?;
     if let Some(dropout) = model.dropout.filter(|&dropout| dropout != 0.0) {
         return Err(Error::Tokenizer(format!(
             "BPE dropout {dropout} makes encoding random; gptlens needs it off"
         )));
     }
     let affixes = [
-        ("continuing_subword_prefix", &model.continuing_subword_prefix),
+        (
+            "continuing_subword_prefix",
+            &model.continuing_subword_prefix,
+        ),
         ("end_of_word_suffix", &model.end_of_word_suffix),
     ];
     for (name, affix) in affixes {

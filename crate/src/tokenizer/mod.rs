@@ -4,7 +4,8 @@
 //! 1. **Added tokens** (`added_tokens`): special strings such as `<|endoftext|>` are cut out of
 //!    the raw text first and map straight to their ids; only the text between them goes on.
 //! 2. **Pre-tokenize** (`pretokenize`): GPT-2's regex splits that text into words (`"Hello"`,
-//!    `" world"`, `"'s"`, `"  "`), so no merge ever crosses a word boundary.
+//!    `" world"`, `"'s"`, `"  "`), so no merge ever crosses a word boundary. SmolLM2 first
+//!    splits off every numeric character on its own (`"x  12"` → `"x  "`, `"1"`, `"2"`).
 //! 3. **Byte map** (`byte_level`): each word's UTF-8 bytes are spelled in GPT-2's printable byte
 //!    alphabet (`" world"` → `"Ġworld"`), the alphabet the vocabulary is written in, so any text
 //!    encodes without an unknown token.
@@ -18,16 +19,24 @@
 //!
 //! [`Tokenizer::Bytes`] skips all of this for byte-level models: ids are byte values.
 //!
-//! Nothing here touches the filesystem: loaders take the files' bytes, so the same code runs in
-//! the browser.
+//! Tokenizers load from HF's tokenizer.json, GPT-2's vocab.json + merges.txt, or a GGUF's
+//! `tokenizer.ggml.*` metadata ([`GgufVocab`], see `gguf_vocab` for how that matches
+//! transformers and llama.cpp). Nothing here touches the filesystem: loaders take the files'
+//! bytes, so the same code runs in the browser.
 
 mod added_tokens;
 mod bpe;
 mod byte_level;
+mod chat;
+mod gguf_vocab;
 mod load;
 mod pretokenize;
 
 pub use bpe::BpeTokenizer;
+pub use chat::ChatMl;
+pub use gguf_vocab::{GgufVocab, TOKEN_TYPE_CONTROL, TOKEN_TYPE_NORMAL, TOKEN_TYPE_USER_DEFINED};
+
+use crate::formats::gguf::GgufFile;
 
 use crate::error::{Error, Result};
 
@@ -45,6 +54,18 @@ const BYTE_VALUES: [u8; BYTE_VOCAB_SIZE] = {
     values
 };
 
+/// The ids a model's metadata names. Only GGUF vocabularies name them; tokenizers loaded from
+/// tokenizer files report none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpecialTokens {
+    pub bos: Option<u32>,
+    pub eos: Option<u32>,
+    pub unk: Option<u32>,
+    pub pad: Option<u32>,
+}
+
+// There is one tokenizer per loaded model, so the size gap between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Tokenizer {
     /// Byte-level BPE (GPT-2 and its family), loaded from the model's tokenizer files.
@@ -65,6 +86,43 @@ impl Tokenizer {
         load::from_vocab_merges(vocab_json, merges_txt).map(Tokenizer::Bpe)
     }
 
+    /// Builds the tokenizer a GGUF's `tokenizer.ggml.*` metadata describes (byte-level BPE with
+    /// the `smollm` or `gpt2` pre-tokenizer). Control and user-defined tokens are matched whole
+    /// in the text; [`Tokenizer::encode`] adds BOS / EOS when `add_bos` / `add_eos` say so.
+    pub fn from_gguf_vocab(vocab: &GgufVocab<'_>) -> Result<Tokenizer> {
+        gguf_vocab::build(vocab).map(Tokenizer::Bpe)
+    }
+
+    /// [`Tokenizer::from_gguf_vocab`] on the metadata of a parsed GGUF file.
+    pub fn from_gguf(file: &GgufFile<'_>) -> Result<Tokenizer> {
+        Tokenizer::from_gguf_vocab(&GgufVocab::from_gguf(file)?)
+    }
+
+    /// The BOS / EOS / unknown / padding ids the model's metadata names.
+    pub fn special_tokens(&self) -> SpecialTokens {
+        match self {
+            Tokenizer::Bpe(bpe) => bpe.special_tokens(),
+            Tokenizer::Bytes => SpecialTokens::default(),
+        }
+    }
+
+    /// The model's chat template, when it is ChatML.
+    pub fn chat_template(&self) -> Option<&ChatMl> {
+        match self {
+            Tokenizer::Bpe(bpe) => bpe.chat(),
+            Tokenizer::Bytes => None,
+        }
+    }
+
+    /// `user_text` as the model's chat template renders one user message followed by the opened
+    /// assistant turn, default system prompt included (SmolLM2 has one). Encode the result with
+    /// [`Tokenizer::encode`]: its `<|im_start|>` / `<|im_end|>` become their special ids.
+    pub fn chatml(&self, user_text: &str) -> Result<String> {
+        self.chat_template()
+            .map(|chat| chat.prompt(user_text))
+            .ok_or_else(|| Error::Tokenizer("the model has no ChatML chat template".into()))
+    }
+
     /// One more than the largest id of any vocabulary or added token.
     pub fn vocab_size(&self) -> usize {
         match self {
@@ -73,6 +131,8 @@ impl Tokenizer {
         }
     }
 
+    /// The ids of `text`, as `tokenizer(text).input_ids` gives them in transformers: special
+    /// tokens in the text become their ids, and BOS / EOS are added if the model asks for them.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         Ok(match self {
             Tokenizer::Bpe(bpe) => bpe.encode(text),
@@ -102,7 +162,9 @@ impl Tokenizer {
     pub fn token_string(&self, id: u32) -> Result<String> {
         match self.bytes_of(id)? {
             Some(bytes) => Ok(display_label(bytes)),
-            None => Err(Error::Tokenizer(format!("token id {id} is not assigned to any token"))),
+            None => Err(Error::Tokenizer(format!(
+                "token id {id} is not assigned to any token"
+            ))),
         }
     }
 
@@ -124,7 +186,10 @@ impl Tokenizer {
             Tokenizer::Bpe(bpe) => bpe.token_bytes(id),
             Tokenizer::Bytes => match BYTE_VALUES.get(id as usize..=id as usize) {
                 Some(byte) => Ok(Some(byte)),
-                None => Err(Error::TokenOutOfRange { id, vocab: BYTE_VOCAB_SIZE }),
+                None => Err(Error::TokenOutOfRange {
+                    id,
+                    vocab: BYTE_VOCAB_SIZE,
+                }),
             },
         }
     }
@@ -160,6 +225,10 @@ mod tests {
         assert_eq!(display_label("👋".as_bytes()), "👋");
         assert_eq!(display_label(&"👋".as_bytes()[..2]), "\\xF0\\x9F");
         assert_eq!(display_label(b"\n\n\t\r\x1b"), "\\n\\n\\t\\r\\u{1b}");
-        assert_eq!(display_label(b"\\xF0"), "\\\\xF0", "a literal backslash cannot pose as an escape");
+        assert_eq!(
+            display_label(b"\\xF0"),
+            "\\\\xF0",
+            "a literal backslash cannot pose as an escape"
+        );
     }
 }

@@ -10,14 +10,22 @@
 //! the text) or a whole run minus its last character, and falls through to `\s+` for a single
 //! whitespace character before a word. Both `\s` here and `char::is_whitespace` are Unicode's
 //! `White_Space` property, as is Oniguruma's `\s` used by Python `tokenizers`.
+//!
+//! SmolLM2 (GGUF `tokenizer.ggml.pre = smollm`) first isolates every numeric character
+//! ([`DigitPieces`]) and runs GPT-2's pattern on the text between them: HF's
+//! `Sequence[Digits(individual_digits), ByteLevel]`, and llama.cpp's `\p{N}` split before the GPT-2
+//! regex. Both split each stretch on its own, so a whitespace run before a digit stays whole
+//! (`"x  1"` → `"x"`, `"  "`, `"1"`, where GPT-2 alone gives `"x"`, `" "`, `" 1"`).
 
 use regex::Regex;
 
 use crate::error::{Error, Result};
 
-/// GPT-2's pattern without the look-ahead alternative (see the module docs).
+/// GPT-2's pattern without the look-ahead alternative (see the module docs), anchored: every
+/// character starts some alternative, so each piece begins where the last ended, and anchoring
+/// spares the regex engine a reverse search for the match start.
 const GPT2_PATTERN_WITHOUT_LOOKAHEAD: &str =
-    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+";
+    r"\A(?:'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+)";
 
 #[derive(Clone, Debug)]
 pub(super) struct Gpt2Splitter {
@@ -33,7 +41,11 @@ impl Gpt2Splitter {
 
     /// The pieces of `text`, in order; concatenated they give back `text`.
     pub(super) fn split<'s, 't>(&'s self, text: &'t str) -> Pieces<'s, 't> {
-        Pieces { pattern: &self.pattern, text, position: 0 }
+        Pieces {
+            pattern: &self.pattern,
+            text,
+            position: 0,
+        }
     }
 }
 
@@ -49,15 +61,45 @@ impl<'t> Iterator for Pieces<'_, 't> {
     fn next(&mut self) -> Option<&'t str> {
         let start = self.position;
         let rest = self.text.get(start..).filter(|rest| !rest.is_empty())?;
-        // Every character is matched by some alternative, so the match starts at `start`; were it
-        // ever not to, the skipped text is kept as its own piece, as HF's "isolated" split does.
         let end = match self.pattern.find(rest) {
-            Some(found) if found.start() > 0 => start + found.start(),
             Some(found) => start + end_after_lookahead(found.as_str(), found.end() < rest.len()),
+            // Unreachable, as every character starts a match; ending the text is the safe answer.
             None => self.text.len(),
         };
         self.position = end;
         self.text.get(start..end)
+    }
+}
+
+/// HF's `Digits(individual_digits = true)`: each numeric character (`char::is_numeric`, the
+/// test HF's `Digits` uses: Unicode `Nd`, `Nl` and `No`, the same set as the regex class `\p{N}`)
+/// is a piece of its own; the text between them is one piece each. Concatenated, the pieces give
+/// back the text.
+pub(super) struct DigitPieces<'t> {
+    text: &'t str,
+    position: usize,
+}
+
+impl<'t> DigitPieces<'t> {
+    pub(super) fn new(text: &'t str) -> Self {
+        Self { text, position: 0 }
+    }
+}
+
+impl<'t> Iterator for DigitPieces<'t> {
+    type Item = &'t str;
+
+    fn next(&mut self) -> Option<&'t str> {
+        let start = self.position;
+        let rest = self.text.get(start..)?;
+        let first = rest.chars().next()?;
+        let len = if first.is_numeric() {
+            first.len_utf8()
+        } else {
+            rest.find(char::is_numeric).unwrap_or(rest.len())
+        };
+        self.position = start + len;
+        self.text.get(start..start + len)
     }
 }
 
@@ -119,14 +161,20 @@ mod tests {
     /// contractions are lowercase-only, as in GPT-2.
     #[test]
     fn contractions() {
-        assert_eq!(pieces("I'm can't they'LL"), ["I", "'m", " can", "'t", " they", "'", "LL"]);
+        assert_eq!(
+            pieces("I'm can't they'LL"),
+            ["I", "'m", " can", "'t", " they", "'", "LL"]
+        );
         assert_eq!(pieces("'sa"), ["'s", "a"]);
     }
 
     /// `"año 2024, 3.14!!"` → `"año"`, `" 2024"`, `","`, `" 3"`, `"."`, `"14"`, `"!!"`.
     #[test]
     fn letters_numbers_and_punctuation_split_apart() {
-        assert_eq!(pieces("año 2024, 3.14!!"), ["año", " 2024", ",", " 3", ".", "14", "!!"]);
+        assert_eq!(
+            pieces("año 2024, 3.14!!"),
+            ["año", " 2024", ",", " 3", ".", "14", "!!"]
+        );
     }
 
     /// `"hi 👋🏽 ok"` → `"hi"`, `" 👋🏽"`, `" ok"`: emoji count as "other" characters.
@@ -134,6 +182,20 @@ mod tests {
     fn emoji_and_non_breaking_space() {
         assert_eq!(pieces("hi 👋🏽 ok"), ["hi", " 👋🏽", " ok"]);
         assert_eq!(pieces("a\u{a0}\u{a0}b"), ["a", "\u{a0}", "\u{a0}", "b"]);
+    }
+
+    fn digit_pieces(text: &str) -> Vec<&str> {
+        DigitPieces::new(text).collect()
+    }
+
+    /// `"ab12 c3"` → `"ab"`, `"1"`, `"2"`, `" c"`, `"3"`: every numeric character stands alone.
+    #[test]
+    fn digits_are_isolated_one_by_one() {
+        assert_eq!(digit_pieces("ab12 c3"), ["ab", "1", "2", " c", "3"]);
+        assert_eq!(digit_pieces("x  1"), ["x  ", "1"]);
+        assert_eq!(digit_pieces("½²Ⅻ٣"), ["½", "²", "Ⅻ", "٣"]);
+        assert_eq!(digit_pieces("no digits"), ["no digits"]);
+        assert!(digit_pieces("").is_empty());
     }
 
     #[test]

@@ -1,0 +1,116 @@
+// Picks the WebAssembly build for this environment, loads it once, and remembers why it chose it.
+// Both builds use SIMD128. The threaded one (wasm-bindgen-rayon) needs shared memory, which
+// browsers grant only to cross-origin-isolated pages, and blocking waits, which a page's main
+// thread may not do; everywhere else the single-thread build runs.
+import { wasmModuleOrPath } from '#wasm-source';
+import type * as SingleThreadGlue from '../wasm/st/gptlens.js';
+import type { Backend, InitOptions } from './types.js';
+
+/** `st`: single-thread build; `mt`: threaded build (rayon on Web Workers). */
+export type Build = 'st' | 'mt';
+
+/** Either build's wasm-bindgen module: the same classes; the threaded one adds the thread pool. */
+export type Glue = typeof SingleThreadGlue & {
+  initThreadPool?(threads: number): Promise<unknown>;
+};
+
+interface Loaded {
+  glue: Glue;
+  backend: Backend;
+}
+
+let loading: Promise<Loaded> | undefined;
+let loaded: Loaded | undefined;
+
+/**
+ * Loads the engine. The first call decides the build; later calls return the same backend.
+ * Resolves to which build runs and why.
+ */
+export function init(options: InitOptions = {}): Promise<Backend> {
+  loading ??= load(options).then(
+    (result) => (loaded = result),
+    (error: unknown) => {
+      loading = undefined; // let a later call retry, e.g. after the page fixed its headers
+      throw error;
+    },
+  );
+  return loading.then(({ backend }) => backend);
+}
+
+/** The running build and the reason for it. Throws before `init()` has resolved. */
+export function backend(): Backend {
+  return current().backend;
+}
+
+/** The loaded wasm-bindgen module; for this package's wrappers. */
+export function glue(): Glue {
+  return current().glue;
+}
+
+function current(): Loaded {
+  if (!loaded) throw new Error('gptlens is not initialised: await init() first');
+  return loaded;
+}
+
+// The smallest module that uses a SIMD128 instruction: it validates only where SIMD128 runs.
+const SIMD_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11,
+]);
+
+interface Plan {
+  build: Build;
+  threads: number;
+  reason: string;
+}
+
+const singleThread = (reason: string): Plan => ({ build: 'st', threads: 1, reason: `single-thread: ${reason}` });
+
+function plan({ threads }: InitOptions): Plan {
+  if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1)) {
+    throw new RangeError(`threads must be a whole number ≥ 1, not ${threads}`);
+  }
+  if (typeof process !== 'undefined' && process.versions?.node !== undefined) {
+    return singleThread('Node.js (the threaded build needs browser Web Workers)');
+  }
+  if (threads === 1) return singleThread('1 thread requested');
+  if (!('WorkerGlobalScope' in globalThis)) {
+    return singleThread("running on the page's main thread, which must not block; use createWorkerClient() for threads");
+  }
+  if (!globalThis.crossOriginIsolated) {
+    return singleThread(
+      'page is not crossOriginIsolated (serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)',
+    );
+  }
+  const count = threads ?? navigator.hardwareConcurrency ?? 1;
+  if (count < 2) return singleThread(`navigator.hardwareConcurrency is ${count}`);
+  return { build: 'mt', threads: count, reason: `multi-thread: ${count} threads (page is crossOriginIsolated)` };
+}
+
+async function start(build: Build): Promise<Glue> {
+  // Literal specifiers so bundlers see both builds; `as string` because the threaded build's
+  // files exist only where the nightly toolchain built them.
+  const glue = (build === 'mt'
+    ? await import('../wasm/mt/gptlens.js' as string)
+    : await import('../wasm/st/gptlens.js')) as Glue;
+  const source = await wasmModuleOrPath(build);
+  await glue.default(source === undefined ? undefined : { module_or_path: source });
+  return glue;
+}
+
+async function load(options: InitOptions): Promise<Loaded> {
+  if (!WebAssembly.validate(SIMD_PROBE)) {
+    throw new Error('gptlens needs WebAssembly SIMD128 (Chrome 91, Firefox 89, Safari 16.4, Node 16.4 or later)');
+  }
+  let chosen = plan(options);
+  if (chosen.build === 'mt') {
+    try {
+      const glue = await start('mt');
+      if (!glue.initThreadPool) throw new Error('the threaded build exports no initThreadPool');
+      await glue.initThreadPool(chosen.threads);
+      return { glue, backend: { simd: true, threads: chosen.threads, reason: chosen.reason } };
+    } catch (error) {
+      chosen = singleThread(`the threaded build failed to start (${error instanceof Error ? error.message : error})`);
+    }
+  }
+  return { glue: await start('st'), backend: { simd: true, threads: 1, reason: chosen.reason } };
+}

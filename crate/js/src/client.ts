@@ -1,0 +1,215 @@
+// The page side of the engine's Worker: the API of Model / Session / Trace with Promises.
+// Tensors arrive as transferred typed arrays. The worker holds each session and trace until it
+// is closed or released here; garbage collection of the handle does that too, later.
+import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
+import type { Backend, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+
+export interface WorkerClientOptions extends InitOptions {
+  /**
+   * A Worker already running this package's `gptlens/worker` entry, for bundler setups that
+   * construct workers their own way. Default: a module Worker from `new URL('./worker.js', import.meta.url)`.
+   */
+  worker?: Worker;
+}
+
+/** Starts the engine in a module Worker and resolves once its wasm build is running. */
+export async function createWorkerClient(options: WorkerClientOptions = {}): Promise<GptlensWorker> {
+  const { worker, ...init } = options;
+  const client = new GptlensWorker(worker ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }));
+  try {
+    client.started = await client.call('init', init);
+  } catch (error) {
+    client.terminate();
+    throw error;
+  }
+  return client;
+}
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(error: Error): void;
+}
+
+export class GptlensWorker {
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  /** @internal set by createWorkerClient */
+  started: Backend | undefined;
+  /** @internal */
+  readonly releaseTrace = new FinalizationRegistry<number>((id) => void this.call('releaseTrace', id).catch(() => {}));
+  /** @internal */
+  readonly closeSession = new FinalizationRegistry<number>((id) => void this.call('closeSession', id).catch(() => {}));
+
+  /** @internal use createWorkerClient() */
+  constructor(private readonly worker: Worker) {
+    worker.addEventListener('message', (event: MessageEvent<Response>) => this.settle(event.data));
+    worker.addEventListener('error', (event) => this.failAll(new Error(`gptlens worker failed: ${event.message}`)));
+  }
+
+  /** Which build the worker runs and why. */
+  backend(): Backend {
+    if (!this.started) throw new Error('the worker has not started: use createWorkerClient()');
+    return this.started;
+  }
+
+  /**
+   * Loads a checkpoint, replacing any previous model (its sessions and traces become invalid).
+   * `transfer: true` moves the file buffers to the worker instead of copying them (they become
+   * unusable here): worth it for large models.
+   */
+  load(files: ModelFiles, { transfer = false } = {}): Promise<ModelInfo> {
+    return this.request('load', [files], transfer ? transferables(files) : []);
+  }
+
+  info(): Promise<ModelInfo> {
+    return this.call('info');
+  }
+
+  encode(text: string): Promise<Uint32Array> {
+    return this.call('encode', text);
+  }
+
+  decode(ids: Uint32Array): Promise<string> {
+    return this.call('decode', ids);
+  }
+
+  tokenStrings(ids: Uint32Array): Promise<string[]> {
+    return this.call('tokenStrings', ids);
+  }
+
+  /** A fresh forward pass. `capture`: hooks to record; every hook when omitted, none for `[]`. */
+  async run(tokens: Uint32Array, capture?: HookName[]): Promise<WorkerTrace> {
+    return new WorkerTrace(this, await this.call('run', tokens, capture));
+  }
+
+  async session(): Promise<WorkerSession> {
+    return new WorkerSession(this, await this.call('openSession'));
+  }
+
+  /** Stops the worker; pending calls reject. */
+  terminate(): void {
+    this.worker.terminate();
+    this.failAll(new Error('the gptlens worker was terminated'));
+  }
+
+  /** @internal */
+  call<K extends Operation>(op: K, ...args: Args<K>): Promise<Result<K>> {
+    return this.request(op, args, []);
+  }
+
+  private request<K extends Operation>(op: K, args: Args<K>, transfer: Transferable[]): Promise<Result<K>> {
+    const id = this.nextId++;
+    const settled = new Promise<Result<K>>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+    });
+    this.worker.postMessage({ id, op, args } as Request, transfer);
+    return settled;
+  }
+
+  private settle(response: Response): void {
+    const pending = this.pending.get(response.id);
+    if (!pending) return;
+    this.pending.delete(response.id);
+    if (response.ok) {
+      pending.resolve(response.result);
+    } else {
+      const error = new Error(response.error.message);
+      error.name = response.error.name;
+      pending.reject(error);
+    }
+  }
+
+  private failAll(error: Error): void {
+    for (const pending of this.pending.values()) pending.reject(error);
+    this.pending.clear();
+  }
+}
+
+export class WorkerSession {
+  /** @internal */
+  constructor(
+    private readonly client: GptlensWorker,
+    private readonly id: number,
+  ) {
+    client.closeSession.register(this, id, this);
+  }
+
+  /** Runs `tokens`, reusing the longest prefix shared with this session's previous tokens. */
+  async run(tokens: Uint32Array, capture?: HookName[]): Promise<WorkerTrace> {
+    return new WorkerTrace(this.client, await this.client.call('sessionRun', this.id, tokens, capture));
+  }
+
+  step(token: number): Promise<void> {
+    return this.client.call('sessionStep', this.id, token);
+  }
+
+  sampleNext(params: SamplingParams, seed?: number): Promise<number> {
+    return this.client.call('sessionSampleNext', this.id, params, seed);
+  }
+
+  tokens(): Promise<Uint32Array> {
+    return this.client.call('sessionTokens', this.id);
+  }
+
+  lastLogits(): Promise<Float32Array> {
+    return this.client.call('sessionLastLogits', this.id);
+  }
+
+  reset(): Promise<void> {
+    return this.client.call('sessionReset', this.id);
+  }
+
+  close(): Promise<void> {
+    this.client.closeSession.unregister(this);
+    return this.client.call('closeSession', this.id);
+  }
+}
+
+export class WorkerTrace {
+  readonly computed: number;
+  private readonly tokenIds: Uint32Array;
+  private readonly tensors: TraceData['tensors'];
+  private readonly id: number;
+
+  /** @internal */
+  constructor(
+    private readonly client: GptlensWorker,
+    data: TraceData,
+  ) {
+    ({ id: this.id, computed: this.computed, tokens: this.tokenIds, tensors: this.tensors } = data);
+    client.releaseTrace.register(this, this.id, this);
+  }
+
+  names(): HookName[] {
+    return Object.keys(this.tensors) as HookName[];
+  }
+
+  /** A captured tensor; throws if `name` was not captured. */
+  tensor(name: HookName): Tensor {
+    const tensor = this.tensors[name];
+    if (!tensor) throw new Error(`hook \`${name}\` was not captured in this run`);
+    return tensor;
+  }
+
+  tokens(): Uint32Array {
+    return this.tokenIds;
+  }
+
+  probs(pos: number, temperature: number): Promise<Float32Array> {
+    return this.client.call('traceProbs', this.id, pos, temperature);
+  }
+
+  topK(k: number, params?: SamplingParams): Promise<TokenProb[]> {
+    return this.client.call('traceTopK', this.id, k, params);
+  }
+
+  toSafetensors(): Promise<Uint8Array> {
+    return this.client.call('traceSafetensors', this.id);
+  }
+
+  /** Frees the worker's copy now (probs, topK and toSafetensors stop working; the tensors here stay). */
+  release(): Promise<void> {
+    this.client.releaseTrace.unregister(this);
+    return this.client.call('releaseTrace', this.id);
+  }
+}

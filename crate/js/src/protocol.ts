@@ -1,0 +1,66 @@
+// The messages between GptlensWorker (page side) and worker.ts (the engine's module Worker).
+// One table lists every operation with its arguments and result; the request and response
+// unions are derived from it, so both sides are checked against the same definition.
+import type { Backend, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+
+/** A trace as it crosses to the page: its tensors are transferred, the worker keeps the rest under `id`. */
+export interface TraceData {
+  id: number;
+  tokens: Uint32Array;
+  computed: number;
+  tensors: Partial<Record<HookName, Tensor>>;
+}
+
+type SessionId = number;
+type TraceId = number;
+type Capture = HookName[] | undefined;
+
+export interface Operations {
+  init: { args: [options: InitOptions]; result: Backend };
+  load: { args: [files: ModelFiles]; result: ModelInfo };
+  info: { args: []; result: ModelInfo };
+  encode: { args: [text: string]; result: Uint32Array };
+  decode: { args: [ids: Uint32Array]; result: string };
+  tokenStrings: { args: [ids: Uint32Array]; result: string[] };
+  run: { args: [tokens: Uint32Array, capture: Capture]; result: TraceData };
+  openSession: { args: []; result: SessionId };
+  sessionRun: { args: [session: SessionId, tokens: Uint32Array, capture: Capture]; result: TraceData };
+  sessionStep: { args: [session: SessionId, token: number]; result: void };
+  sessionSampleNext: { args: [session: SessionId, params: SamplingParams, seed: number | undefined]; result: number };
+  sessionTokens: { args: [session: SessionId]; result: Uint32Array };
+  sessionLastLogits: { args: [session: SessionId]; result: Float32Array };
+  sessionReset: { args: [session: SessionId]; result: void };
+  closeSession: { args: [session: SessionId]; result: void };
+  traceProbs: { args: [trace: TraceId, pos: number, temperature: number]; result: Float32Array };
+  traceTopK: { args: [trace: TraceId, k: number, params: SamplingParams | undefined]; result: TokenProb[] };
+  traceSafetensors: { args: [trace: TraceId]; result: Uint8Array };
+  releaseTrace: { args: [trace: TraceId]; result: void };
+}
+
+export type Operation = keyof Operations;
+export type Args<K extends Operation> = Operations[K]['args'];
+export type Result<K extends Operation> = Operations[K]['result'];
+
+export type Request = { [K in Operation]: { id: number; op: K; args: Args<K> } }[Operation];
+
+export type Response =
+  | { [K in Operation]: { id: number; op: K; ok: true; result: Result<K> } }[Operation]
+  | { id: number; op: Operation; ok: false; error: { name: string; message: string } };
+
+/**
+ * The buffers in a message that can move instead of being copied: those a typed array owns whole.
+ * A view into a larger buffer (wasm memory, a SharedArrayBuffer) is copied, never detached.
+ */
+export function transferables(value: unknown, found: Transferable[] = []): Transferable[] {
+  if (ArrayBuffer.isView(value)) {
+    const { buffer } = value;
+    if (buffer instanceof ArrayBuffer && buffer.byteLength === value.byteLength && !found.includes(buffer)) {
+      found.push(buffer);
+    }
+  } else if (Array.isArray(value)) {
+    value.forEach((item) => transferables(item, found));
+  } else if (value !== null && typeof value === 'object') {
+    Object.values(value).forEach((item) => transferables(item, found));
+  }
+  return found;
+}

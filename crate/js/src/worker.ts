@@ -1,0 +1,98 @@
+// The engine's module Worker: owns the wasm instance (and, in the threaded build, rayon's pool,
+// whose waits would freeze a page's main thread). Requests run one at a time, in arrival order.
+import { init } from './backend.js';
+import { Model, Session, Trace } from './model.js';
+import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
+
+interface WorkerScope {
+  postMessage(message: Response, transfer: Transferable[]): void;
+  addEventListener(type: 'message', listener: (event: MessageEvent<Request>) => void): void;
+}
+const scope = globalThis as unknown as WorkerScope;
+
+let model: Model | undefined;
+const sessions = new Map<number, Session>();
+const traces = new Map<number, Trace>();
+let nextId = 1;
+
+function loadedModel(): Model {
+  if (!model) throw new Error('no model loaded: call load() first');
+  return model;
+}
+
+function found<T>(map: Map<number, T>, id: number, what: string): T {
+  const item = map.get(id);
+  if (!item) throw new Error(`${what} ${id} does not exist (closed, released, or from a model that was replaced)`);
+  return item;
+}
+
+/** Keeps the trace for later questions (probs, topK, export) and sends its tensors over. */
+function share(trace: Trace): TraceData {
+  const id = nextId++;
+  traces.set(id, trace);
+  const tensors: TraceData['tensors'] = {};
+  for (const name of trace.names()) tensors[name] = trace.tensor(name);
+  return { id, tokens: trace.tokens(), computed: trace.computed, tensors };
+}
+
+function forgetModel(): void {
+  for (const item of [...sessions.values(), ...traces.values()]) item.free();
+  sessions.clear();
+  traces.clear();
+  model?.free();
+  model = undefined;
+}
+
+type Handlers = { [K in Operation]: (...args: Args<K>) => Result<K> | Promise<Result<K>> };
+
+const handlers: Handlers = {
+  init: (options) => init(options),
+  load: (files) => {
+    forgetModel();
+    model = Model.load(files);
+    return model.info();
+  },
+  info: () => loadedModel().info(),
+  encode: (text) => loadedModel().encode(text),
+  decode: (ids) => loadedModel().decode(ids),
+  tokenStrings: (ids) => loadedModel().tokenStrings(ids),
+  run: (tokens, capture) => share(loadedModel().run(tokens, capture)),
+  openSession: () => {
+    const id = nextId++;
+    sessions.set(id, loadedModel().session());
+    return id;
+  },
+  sessionRun: (session, tokens, capture) => share(found(sessions, session, 'session').run(tokens, capture)),
+  sessionStep: (session, token) => found(sessions, session, 'session').step(token),
+  sessionSampleNext: (session, params, seed) => found(sessions, session, 'session').sampleNext(params, seed),
+  sessionTokens: (session) => found(sessions, session, 'session').tokens(),
+  sessionLastLogits: (session) => found(sessions, session, 'session').lastLogits(),
+  sessionReset: (session) => found(sessions, session, 'session').reset(),
+  closeSession: (session) => {
+    sessions.get(session)?.free();
+    sessions.delete(session);
+  },
+  traceProbs: (trace, pos, temperature) => found(traces, trace, 'trace').probs(pos, temperature),
+  traceTopK: (trace, k, params) => found(traces, trace, 'trace').topK(k, params),
+  traceSafetensors: (trace) => found(traces, trace, 'trace').toSafetensors(),
+  releaseTrace: (trace) => {
+    traces.get(trace)?.free();
+    traces.delete(trace);
+  },
+};
+
+async function handle({ id, op, args }: Request): Promise<void> {
+  try {
+    const run = handlers[op] as (...args: unknown[]) => unknown;
+    const result = await run(...args);
+    scope.postMessage({ id, op, ok: true, result } as Response, transferables(result));
+  } catch (error) {
+    const { name, message } = error instanceof Error ? error : new Error(String(error));
+    scope.postMessage({ id, op, ok: false, error: { name, message } }, []);
+  }
+}
+
+let queue = Promise.resolve();
+scope.addEventListener('message', (event) => {
+  queue = queue.then(() => handle(event.data));
+});

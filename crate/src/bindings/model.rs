@@ -1,0 +1,112 @@
+//! `Model`: a loaded checkpoint, its tokenizer, and one-shot runs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use js_sys::{Array, Object, Uint8Array};
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use super::{capture_spec, to_js, Session, Trace};
+use crate::error::Error;
+use crate::tokenizer::Tokenizer;
+use crate::{Checkpoint, Hook};
+
+#[wasm_bindgen]
+pub struct Model {
+    checkpoint: Checkpoint,
+}
+
+/// What `info()` returns.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelInfo {
+    architecture: &'static str,
+    n_layer: usize,
+    n_head: usize,
+    d_model: usize,
+    d_ff: usize,
+    vocab_size: usize,
+    context_length: usize,
+    n_params: usize,
+    has_tokenizer: bool,
+    hooks: Vec<String>,
+}
+
+#[wasm_bindgen]
+impl Model {
+    /// Parses and checks a checkpoint from its files' bytes by name: `config.json`, one
+    /// `*.safetensors`, and optionally `tokenizer.json` or `vocab.json` + `merges.txt`.
+    pub fn load(#[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: &JsValue) -> Result<Model, JsError> {
+        let not_files = || JsError::new("Model.load takes an object mapping file names to Uint8Arrays");
+        let files = files.dyn_ref::<Object>().ok_or_else(not_files)?;
+        let mut owned = BTreeMap::new();
+        for entry in Object::entries(files).iter() {
+            // Object.entries yields [key, value] pairs with string keys.
+            let pair = Array::from(&entry);
+            let name = pair.get(0).as_string().ok_or_else(not_files)?;
+            let bytes = pair
+                .get(1)
+                .dyn_into::<Uint8Array>()
+                .map_err(|_| JsError::new(&format!("file `{name}` must be a Uint8Array of its bytes")))?;
+            owned.insert(name, bytes.to_vec());
+        }
+        let files = owned.iter().map(|(name, bytes)| (name.clone(), bytes.as_slice())).collect();
+        Ok(Model { checkpoint: Checkpoint::from_files(&files)? })
+    }
+
+    /// Hyperparameters, parameter count, whether text can be encoded, and every hook name.
+    #[wasm_bindgen(unchecked_return_type = "ModelInfo")]
+    pub fn info(&self) -> Result<JsValue, JsError> {
+        let model = &self.checkpoint.model;
+        let c = &model.config;
+        to_js(&ModelInfo {
+            architecture: c.arch.name(),
+            n_layer: c.n_layer,
+            n_head: c.n_head,
+            d_model: c.d_model,
+            d_ff: c.d_ff,
+            vocab_size: c.vocab_size,
+            context_length: c.n_ctx,
+            n_params: model.weights.n_params(),
+            has_tokenizer: self.checkpoint.tokenizer.is_some(),
+            hooks: Hook::all(c).iter().map(Hook::to_string).collect(),
+        })
+    }
+
+    /// Token ids of `text`; an error when the checkpoint has no tokenizer.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, JsError> {
+        Ok(self.tokenizer()?.encode(text)?)
+    }
+
+    /// The text of `ids`, with U+FFFD where bytes do not form whole UTF-8 characters.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, JsError> {
+        Ok(self.tokenizer()?.decode(ids)?)
+    }
+
+    /// One display label per token (control characters and split UTF-8 bytes escaped).
+    #[wasm_bindgen(js_name = tokenStrings)]
+    pub fn token_strings(&self, ids: &[u32]) -> Result<Vec<String>, JsError> {
+        let tokenizer = self.tokenizer()?;
+        Ok(ids.iter().map(|&id| tokenizer.token_string(id)).collect::<crate::Result<_>>()?)
+    }
+
+    /// A forward pass on a fresh session. `capture`: hook names to record; every hook when
+    /// `undefined`, none for `[]`.
+    pub fn run(&self, tokens: &[u32], capture: Option<Vec<String>>) -> Result<Trace, JsError> {
+        let model = &self.checkpoint.model;
+        let spec = capture_spec(capture, &model.config)?;
+        Ok(crate::Session::new(Arc::clone(model)).run(tokens, &spec)?.into())
+    }
+
+    /// A session: runs that share a prefix with the previous one compute only the rest.
+    pub fn session(&self) -> Session {
+        Session::new(Arc::clone(&self.checkpoint.model))
+    }
+}
+
+impl Model {
+    fn tokenizer(&self) -> Result<&Tokenizer, Error> {
+        self.checkpoint.tokenizer.as_ref().ok_or(Error::NoTokenizer)
+    }
+}

@@ -1,0 +1,88 @@
+//! `Trace`: the captured tensors of one run and the next-token distribution after it.
+
+use js_sys::Float32Array;
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use super::{sampling_params, to_js};
+use crate::sample::{filtered_probs, most_probable};
+
+#[wasm_bindgen]
+pub struct Trace {
+    trace: crate::Trace,
+}
+
+impl From<crate::Trace> for Trace {
+    fn from(trace: crate::Trace) -> Trace {
+        Trace { trace }
+    }
+}
+
+/// What `tensor()` returns.
+#[derive(Serialize)]
+struct TensorData<'a> {
+    shape: &'a [usize],
+    #[serde(with = "serde_wasm_bindgen::preserve")]
+    data: Float32Array,
+}
+
+/// One entry of what `topK()` returns.
+#[derive(Serialize)]
+struct TokenProb {
+    id: usize,
+    prob: f32,
+}
+
+#[wasm_bindgen]
+impl Trace {
+    /// The captured hooks' names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.trace.names().map(str::to_owned).collect()
+    }
+
+    /// A captured tensor as `{ shape, data }`, `data` a new row-major Float32Array.
+    #[wasm_bindgen(unchecked_return_type = "TensorData")]
+    pub fn tensor(&self, name: &str) -> Result<JsValue, JsError> {
+        let tensor = self.trace.get(name).ok_or_else(|| {
+            JsError::new(&format!("this trace has no tensor `{name}`: pass it to run() to capture it (names() lists what was)"))
+        })?;
+        to_js(&TensorData { shape: &tensor.shape, data: Float32Array::from(tensor.data.as_slice()) })
+    }
+
+    /// Every token of the sequence, reused prefix included.
+    pub fn tokens(&self) -> Vec<u32> {
+        self.trace.tokens.clone()
+    }
+
+    /// Positions this run computed; the others came from the session's cache.
+    #[wasm_bindgen(getter)]
+    pub fn computed(&self) -> usize {
+        self.trace.computed
+    }
+
+    /// Next-token probabilities after position `pos` at `temperature`; positions before the last
+    /// need the `logits` hook captured.
+    pub fn probs(&self, pos: usize, temperature: f32) -> Result<Vec<f32>, JsError> {
+        Ok(self.trace.probs(pos, temperature)?)
+    }
+
+    /// The (at most) `k` most probable next tokens after the last position, under the filters
+    /// of `params` (default: temperature 1, no filter), most probable first and ties by id.
+    /// Tokens the filters remove are not listed.
+    #[wasm_bindgen(js_name = topK, unchecked_return_type = "TokenProb[]")]
+    pub fn top_k(
+        &self,
+        k: usize,
+        #[wasm_bindgen(unchecked_optional_param_type = "SamplingParams")] params: JsValue,
+    ) -> Result<JsValue, JsError> {
+        let probs = filtered_probs(&self.trace.last_logits, &sampling_params(params)?)?;
+        let top: Vec<TokenProb> = most_probable(&probs, k).into_iter().map(|(id, prob)| TokenProb { id, prob }).collect();
+        to_js(&top)
+    }
+
+    /// Every captured tensor (f32) plus `tokens` (i64) as a safetensors file.
+    #[wasm_bindgen(js_name = toSafetensors)]
+    pub fn to_safetensors(&self) -> Result<Vec<u8>, JsError> {
+        Ok(self.trace.to_safetensors()?)
+    }
+}

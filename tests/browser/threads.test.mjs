@@ -1,0 +1,66 @@
+// The package in headless Chromium: the threaded build on a cross-origin-isolated page, the
+// single-thread fallback elsewhere, and the same logits from both, bit for bit.
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { launchChromium, openPage, serve } from '../support/browser.mjs';
+import { parseSafetensors } from '../support/safetensors.mjs';
+
+const repo = fileURLToPath(new URL('../..', import.meta.url));
+const routes = { '/pkg/': `${repo}/crate/js`, '/tests/': `${repo}/tests` };
+const reference = parseSafetensors(await readFile(`${repo}/tests/fixtures/gpt2-tiny-f32/reference.safetensors`));
+const tokens = reference.tensors.tokens.data;
+
+const [isolated, plain, browser] = await Promise.all([
+  serve(routes, { isolated: true }),
+  serve(routes, { isolated: false }),
+  launchChromium(),
+]);
+after(() => Promise.all([browser.close(), isolated.close(), plain.close()]));
+
+async function runFixture(server, options) {
+  const page = await openPage(browser, `${server.url}/tests/browser/index.html`);
+  try {
+    return await page.evaluate(
+      ([options, tokens]) => import('/tests/browser/page.mjs').then((page) => page.runFixture(options, tokens)),
+      [options, tokens],
+    );
+  } finally {
+    await page.close();
+  }
+}
+
+const [threaded, singleOnIsolated, fallback] = await Promise.all([
+  runFixture(isolated, { threads: 2 }),
+  runFixture(isolated, { threads: 1 }),
+  runFixture(plain, {}),
+]);
+
+const bits = (values) => new Uint32Array(Float32Array.from(values).buffer);
+
+test('a cross-origin-isolated page runs the threaded build on 2 threads', () => {
+  assert.equal(threaded.crossOriginIsolated, true);
+  assert.deepEqual(threaded.backend, { simd: true, threads: 2, reason: 'multi-thread: 2 threads (page is crossOriginIsolated)' });
+  assert.equal(threaded.reusedComputed, 1, 'a session run reuses the cached prefix');
+});
+
+test('the threaded build computes the same logits and attention as the single-thread build, bit for bit', () => {
+  assert.equal(singleOnIsolated.backend.threads, 1);
+  assert.deepEqual(bits(threaded.logits), bits(singleOnIsolated.logits));
+  assert.deepEqual(bits(threaded.pattern), bits(singleOnIsolated.pattern));
+  assert.deepEqual(threaded.top, singleOnIsolated.top);
+});
+
+test('browser logits match the PyTorch reference within 1e-4', () => {
+  const expected = reference.tensors.logits.data;
+  const worst = threaded.logits.reduce((max, value, i) => Math.max(max, Math.abs(value - expected[i])), 0);
+  assert.ok(worst <= 1e-4, `off by ${worst}`);
+});
+
+test('a page that is not cross-origin isolated falls back to single-thread and says why', () => {
+  assert.equal(fallback.crossOriginIsolated, false);
+  assert.equal(fallback.backend.threads, 1);
+  assert.match(fallback.backend.reason, /^single-thread: page is not crossOriginIsolated/);
+  assert.deepEqual(bits(fallback.logits), bits(threaded.logits));
+});

@@ -7,3 +7,19 @@ source target/setup.env
 
 echo "== native: unit, parity with PyTorch, sessions, bad input, CLI, tokenizer"
 cargo test --workspace
+
+# --- npm package `gptlens` (crate/js): the wasm builds (skipped when unchanged), the packed tarball
+# installed into a fresh project and run in Node, then the same tarball in headless Chromium:
+# threaded build on an isolated page, single-thread fallback elsewhere, bit-identical logits.
+if [ "$WASM" = 1 ] && [ "$WASM_BINDGEN" = 1 ] && [ "$WASM_PACK" = 1 ]; then
+  echo "== npm package: build, pack, install the tarball, run it in Node"
+  tests/package/run.sh
+  if [ "$BROWSER" = 1 ] && [ "$THREADS" = 1 ]; then
+    echo "== npm package in headless Chromium: threads, fallback, same logits"
+    tests/support/run-node-tests.sh browser tests/browser/threads.test.mjs
+  else
+    echo "== SKIPPED npm package in Chromium: needs Chromium (BROWSER=$BROWSER) and the nightly for the threaded build (THREADS=$THREADS); see scripts/setup.sh"
+  fi
+else
+  echo "== SKIPPED npm package: needs the wasm32 target, wasm-bindgen and wasm-pack (WASM=$WASM WASM_BINDGEN=$WASM_BINDGEN WASM_PACK=$WASM_PACK); see scripts/setup.sh"
+fi

@@ -21,18 +21,18 @@ impl Checkpoint {
     /// Loads from files by name: one `*.gguf`, or `config.json`, one `*.safetensors`, and
     /// optionally `tokenizer.json` or `vocab.json` + `merges.txt`.
     pub fn from_files(files: &BTreeMap<String, &[u8]>) -> Result<Checkpoint> {
-        let gguf: Vec<&[u8]> = files.iter().filter(|(n, _)| n.ends_with(".gguf")).map(|(_, b)| *b).collect();
-        let has_safetensors = files.keys().any(|n| n.ends_with(".safetensors"));
-        match gguf.as_slice() {
-            [one] if !has_safetensors => return Checkpoint::from_gguf(one),
-            [_, _, ..] if !has_safetensors => {
-                return Err(Error::MissingFile("several .gguf files: give one model at a time".into()))
-            }
-            _ => {}
-        }
-        let config_bytes = files
-            .get("config.json")
-            .ok_or_else(|| Error::MissingFile("config.json is needed next to the weights".into()))?;
+        // A Hugging Face checkpoint is recognised by its config.json; otherwise a GGUF carries
+        // everything in one file.
+        let Some(config_bytes) = files.get("config.json") else {
+            let gguf: Vec<&[u8]> = files.iter().filter(|(n, _)| n.ends_with(".gguf")).map(|(_, b)| *b).collect();
+            return match gguf.as_slice() {
+                [one] => Checkpoint::from_gguf(one),
+                [] => Err(Error::MissingFile(
+                    "expected config.json with a .safetensors weights file, or one .gguf file".into(),
+                )),
+                _ => Err(Error::MissingFile("several .gguf files: give one model at a time".into())),
+            };
+        };
         let config = hf_config::parse(config_bytes)?;
         let weights_name = weights_file_name(files.keys().map(String::as_str))?;
         let weights_bytes = files.get(weights_name).copied().unwrap_or_default();
@@ -84,7 +84,7 @@ impl Checkpoint {
                 .filter_map(|e| e.ok().and_then(|e| e.file_name().into_string().ok()))
                 .collect::<Vec<_>>();
             let gguf: Vec<&String> = names.iter().filter(|n| n.ends_with(".gguf")).collect();
-            if let ([one], false) = (gguf.as_slice(), names.iter().any(|n| n.ends_with(".safetensors"))) {
+            if let ([one], false) = (gguf.as_slice(), names.iter().any(|n| n == "config.json")) {
                 return Checkpoint::from_gguf(&read(&path.join(one))?);
             }
             let name = weights_file_name(names.iter().map(String::as_str))?.to_string();

@@ -54,9 +54,29 @@ fn gpt2_f16_matches_pytorch() {
     check_model("gpt2-tiny-f16");
 }
 
+/// LLaMA from Hugging Face safetensors: RoPE (rotate-half), RMSNorm, SwiGLU, 4 query heads over
+/// 2 key/value heads, untied head.
+#[test]
+fn llama_safetensors_matches_pytorch() {
+    check_model("llama-tiny");
+}
+
+/// LLaMA from GGUF with every block type in one file (Q8_0, Q4_0, Q4_1, Q5_K, Q4_K, Q6_K, F16):
+/// q/k rows permuted for adjacent-pair RoPE; reference from transformers' dequantized load.
+#[test]
+fn llama_gguf_quantized_matches_pytorch() {
+    check_model("llama-tiny-q");
+}
+
+/// GPT-2 from GGUF (architecture `gpt2`), one layer in Q8_0.
+#[test]
+fn gpt2_gguf_matches_pytorch() {
+    check_model("gpt2-tiny-gguf");
+}
+
 #[test]
 fn greedy_generation_matches_transformers_generate() {
-    for model in ["gpt2-tiny-f32", "gpt2-tiny-f16"] {
+    for model in ["gpt2-tiny-f32", "gpt2-tiny-f16", "llama-tiny", "llama-tiny-q", "gpt2-tiny-gguf"] {
         let ckpt = load(model);
         let reference = reference(model);
         let expected = ids(&reference["greedy"]);

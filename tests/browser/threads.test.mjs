@@ -1,14 +1,22 @@
-// The package in headless Chromium: the threaded build on a cross-origin-isolated page, the
-// single-thread fallback elsewhere, and the same logits from both, bit for bit.
+// The packed package in headless Chromium: the threaded build on a cross-origin-isolated page,
+// the single-thread fallback elsewhere, and the same logits from both, bit for bit.
+// Needs `npm run pack` first (scripts/test.sh does it).
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { launchChromium, openPage, serve } from '../support/browser.mjs';
 import { parseSafetensors } from '../support/safetensors.mjs';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
-const routes = { '/pkg/': `${repo}/crate/js`, '/tests/': `${repo}/tests` };
+// The files of the packed tarball (`npm run pack`), so a file missing from the package fails here.
+const { version } = JSON.parse(await readFile(`${repo}/crate/js/package.json`, 'utf8'));
+const unpacked = await mkdtemp(join(tmpdir(), 'gptlens-'));
+execFileSync('tar', ['-xzf', `${repo}/dist/gptlens-${version}.tgz`, '-C', unpacked]);
+const routes = { '/pkg/': join(unpacked, 'package'), '/tests/': `${repo}/tests` };
 const reference = parseSafetensors(await readFile(`${repo}/tests/fixtures/gpt2-tiny-f32/reference.safetensors`));
 const tokens = reference.tensors.tokens.data;
 
@@ -17,15 +25,18 @@ const [isolated, plain, browser] = await Promise.all([
   serve(routes, { isolated: false }),
   launchChromium(),
 ]);
-after(() => Promise.all([browser.close(), isolated.close(), plain.close()]));
+after(() => Promise.all([browser.close(), isolated.close(), plain.close(), rm(unpacked, { recursive: true })]));
 
 async function runFixture(server, options) {
   const page = await openPage(browser, `${server.url}/tests/browser/index.html`);
+  const workers = [];
+  page.on('worker', (worker) => workers.push(new URL(worker.url()).pathname.replace(/.*\//, '')));
   try {
-    return await page.evaluate(
+    const result = await page.evaluate(
       ([options, tokens]) => import('/tests/browser/page.mjs').then((page) => page.runFixture(options, tokens)),
       [options, tokens],
     );
+    return { ...result, workers: workers.sort() };
   } finally {
     await page.close();
   }
@@ -42,11 +53,14 @@ const bits = (values) => new Uint32Array(Float32Array.from(values).buffer);
 test('a cross-origin-isolated page runs the threaded build on 2 threads', () => {
   assert.equal(threaded.crossOriginIsolated, true);
   assert.deepEqual(threaded.backend, { simd: true, threads: 2, reason: 'multi-thread: 2 threads (page is crossOriginIsolated)' });
+  // The engine's worker, and wasm-bindgen-rayon's two thread workers it started.
+  assert.deepEqual(threaded.workers, ['worker.js', 'workerHelpers.js', 'workerHelpers.js']);
   assert.equal(threaded.reusedComputed, 1, 'a session run reuses the cached prefix');
 });
 
 test('the threaded build computes the same logits and attention as the single-thread build, bit for bit', () => {
   assert.equal(singleOnIsolated.backend.threads, 1);
+  assert.deepEqual(singleOnIsolated.workers, ['worker.js']);
   assert.deepEqual(bits(threaded.logits), bits(singleOnIsolated.logits));
   assert.deepEqual(bits(threaded.pattern), bits(singleOnIsolated.pattern));
   assert.deepEqual(threaded.top, singleOnIsolated.top);

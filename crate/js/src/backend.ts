@@ -2,12 +2,11 @@
 // Both builds use SIMD128. The threaded one (wasm-bindgen-rayon) needs shared memory, which
 // browsers grant only to cross-origin-isolated pages, and blocking waits, which a page's main
 // thread may not do; everywhere else the single-thread build runs.
-import { wasmModuleOrPath } from '#wasm-source';
 import type * as SingleThreadGlue from '../wasm/st/gptlens.js';
 import type { Backend, InitOptions } from './types.js';
 
 /** `st`: single-thread build; `mt`: threaded build (rayon on Web Workers). */
-export type Build = 'st' | 'mt';
+type Build = 'st' | 'mt';
 
 /** Either build's wasm-bindgen module: the same classes; the threaded one adds the thread pool. */
 export type Glue = typeof SingleThreadGlue & {
@@ -63,13 +62,15 @@ interface Plan {
   reason: string;
 }
 
+const isNode = () => typeof process !== 'undefined' && process.versions?.node !== undefined;
+
 const singleThread = (reason: string): Plan => ({ build: 'st', threads: 1, reason: `single-thread: ${reason}` });
 
 function plan({ threads }: InitOptions): Plan {
   if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1)) {
     throw new RangeError(`threads must be a whole number ≥ 1, not ${threads}`);
   }
-  if (typeof process !== 'undefined' && process.versions?.node !== undefined) {
+  if (isNode()) {
     return singleThread('Node.js (the threaded build needs browser Web Workers)');
   }
   if (threads === 1) return singleThread('1 thread requested');
@@ -92,9 +93,21 @@ async function start(build: Build): Promise<Glue> {
   const glue = (build === 'mt'
     ? await import('../wasm/mt/gptlens.js' as string)
     : await import('../wasm/st/gptlens.js')) as Glue;
-  const source = await wasmModuleOrPath(build);
-  await glue.default(source === undefined ? undefined : { module_or_path: source });
+  await glue.default(isNode() ? { module_or_path: await readWasmFile(build) } : undefined);
   return glue;
+}
+
+/**
+ * Node's fetch cannot read file: URLs, so there the glue gets the module's bytes. Elsewhere it
+ * fetches its .wasm from beside itself with `new URL(…, import.meta.url)`, which bundlers rewrite.
+ */
+async function readWasmFile(build: Build): Promise<Uint8Array> {
+  // Names bundlers cannot follow: a browser bundle must not try to include node:fs, nor
+  // both .wasm files through this URL.
+  const fs: string = 'node:fs/promises';
+  const here = import.meta.url;
+  const { readFile } = (await import(/* webpackIgnore: true */ /* @vite-ignore */ fs)) as typeof import('node:fs/promises');
+  return readFile(new URL(`../wasm/${build}/gptlens_bg.wasm`, here));
 }
 
 async function load(options: InitOptions): Promise<Loaded> {

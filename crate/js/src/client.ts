@@ -99,11 +99,11 @@ export class GptlensWorker {
 
   private request<K extends Operation>(op: K, args: Args<K>, transfer: Transferable[]): Promise<Result<K>> {
     const id = this.nextId++;
-    const settled = new Promise<Result<K>>((resolve, reject) => {
+    return new Promise<Result<K>>((resolve, reject) => {
+      // Throwing here (a DataCloneError) rejects this promise with nothing left pending.
+      this.worker.postMessage({ id, op, args } as Request, transfer);
       this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
     });
-    this.worker.postMessage({ id, op, args } as Request, transfer);
-    return settled;
   }
 
   private settle(response: Response): void {
@@ -143,6 +143,7 @@ export class WorkerSession {
     return this.client.call('sessionStep', this.id, token);
   }
 
+  /** Draws the next token, appends it (a decode step) and returns it; see Session.sampleNext. */
   sampleNext(params: SamplingParams, seed?: number): Promise<number> {
     return this.client.call('sessionSampleNext', this.id, params, seed);
   }

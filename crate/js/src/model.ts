@@ -63,7 +63,10 @@ export class Session {
     this.raw.step(token);
   }
 
-  /** Chooses the next token from the last logits; the same seed gives the same choice everywhere. */
+  /**
+   * Draws the next token from the last logits, appends it (a decode step) and returns it. The
+   * random stream continues across calls; `seed` restarts it. Same seed, same text everywhere.
+   */
   sampleNext(params: SamplingParams, seed?: number): number {
     return this.raw.sampleNext(params, seed);
   }

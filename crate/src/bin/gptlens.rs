@@ -64,6 +64,9 @@ enum Command {
         top_p: Option<f32>,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Print prefill and decode speed to stderr when done.
+        #[arg(long)]
+        stats: bool,
     },
 }
 
@@ -145,7 +148,7 @@ fn run(cli: Cli) -> Result<()> {
             std::fs::write(&out, &bytes).map_err(|source| Error::Io { path: out.display().to_string(), source })?;
             println!("wrote {} tensors for {} tokens to {} ({} bytes)", trace.tensors.len() + 1, tokens.len(), out.display(), bytes.len());
         }
-        Command::Generate { input, n, temperature, top_k, top_p, seed } => {
+        Command::Generate { input, n, temperature, top_k, top_p, seed, stats } => {
             let Loaded { ckpt, tokens } = input.load()?;
             let tok = ckpt.tokenizer.as_ref();
             let mut sampler = Sampler::new(SamplingParams { temperature, top_k, top_p }, seed)?;
@@ -157,7 +160,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             let mut session = Session::new(ckpt.model.clone());
             let mut failed = None;
-            session.generate(&tokens, n, &mut sampler, eos, |id| {
+            // The first token is sampled right after the prompt's forward pass: that call marks
+            // the end of prefill; each later one follows one decode step.
+            let start = std::time::Instant::now();
+            let mut first_token_at = None;
+            let generated = session.generate(&tokens, n, &mut sampler, eos, |id| {
+                first_token_at.get_or_insert_with(std::time::Instant::now);
                 let bytes = match tok {
                     Some(t) => t.decode_bytes(&[id]),
                     None => Ok(format!("<{id}>").into_bytes()),
@@ -172,6 +180,20 @@ fn run(cli: Cli) -> Result<()> {
                 return Err(e);
             }
             printer.finish(&mut stdout);
+            if let (true, Some(t1)) = (stats, first_token_at) {
+                let prefill = (t1 - start).as_secs_f64();
+                let steps = generated.len().saturating_sub(1);
+                let decode = t1.elapsed().as_secs_f64();
+                eprintln!(
+                    "prefill: {} tokens in {:.1} ms ({:.1} tok/s); decode: {steps} tokens in {:.1} ms ({:.1} tok/s); threads: {}",
+                    tokens.len(),
+                    prefill * 1e3,
+                    tokens.len() as f64 / prefill,
+                    decode * 1e3,
+                    steps as f64 / decode.max(1e-9),
+                    rayon::current_num_threads()
+                );
+            }
         }
     }
     Ok(())

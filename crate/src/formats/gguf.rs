@@ -502,7 +502,7 @@ impl<'a> Cursor<'a> {
 
     fn truncated(&self, n: usize, what: &str) -> Error {
         let remaining = self.remaining();
-        self.error(self.pos, format_args!("{what} needs {n} bytes but the file ends after {remaining} (truncated?)"))
+        self.error(self.pos, format_args!("{what} needs {n} bytes but only {remaining} are left (truncated?)"))
     }
 
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
@@ -724,11 +724,11 @@ impl<'a> TensorInfo<'a> {
             .and_then(|start| Some(start..start.checked_add(self.n_bytes)?));
         let located = range.clone().and_then(|r| Some((r.start, bytes.get(r)?)));
         let (start, data) = located.ok_or_else(|| {
+            let (n_bytes, file_len) = (self.n_bytes, bytes.len());
+            let file_offset = range.map_or_else(|| "out of range".to_string(), |r| r.start.to_string());
             fail(format!(
-                "its {} bytes at data offset {offset} (file offset {}) run past the end of the file ({} bytes; truncated?)",
-                self.n_bytes,
-                range.map_or_else(|| "beyond 2^64".to_string(), |r| r.start.to_string()),
-                bytes.len()
+                "its {n_bytes} bytes at data offset {offset} (file offset {file_offset}) run past the end of the \
+                 file ({file_len} bytes; truncated?)"
             ))
         })?;
         let tensor = GgufTensor {

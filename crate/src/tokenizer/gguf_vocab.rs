@@ -148,7 +148,8 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
     }
     let split_digits = match vocab.pre {
         Some("smollm") => true,
-        Some("gpt2") => false,
+        // llama.cpp's converter writes `gpt-2` for GPT-2's own vocabulary.
+        Some("gpt2" | "gpt-2") => false,
         Some(other) => {
             return Err(Error::Tokenizer(format!(
                 "tokenizer.ggml.pre is `{other}`, a pre-tokenizer gptlens does not implement (it has `smollm` and `gpt2`)"
@@ -198,20 +199,17 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
         .iter()
         .enumerate()
         .map(|(rank, merge)| match merge.split_once(' ') {
-            Some((left, right)) if !right.contains(' ') => {
-                Ok((left.to_string(), right.to_string()))
-            }
+            Some((left, right)) if !right.contains(' ') => Ok((left, right)),
             _ => Err(Error::Tokenizer(format!(
                 "tokenizer.ggml.merges #{}, `{merge}`, is not two tokens separated by one space",
                 rank + 1
             ))),
-        })
-        .collect::<Result<Vec<_>>>()?;
+        });
 
     let added_tokens = added_tokens(tokens, token_types, &ids, special);
-    let mut bpe = BpeTokenizer::new(BpeConfig {
+    let config = BpeConfig {
         vocab: ids,
-        merges,
+        merges: Vec::new(),
         added_tokens,
         add_prefix_space: false,
         split_with_gpt2_pattern: true,
@@ -219,8 +217,8 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
         unknown_token: None,
         fuse_unknown: false,
         whole_words_first: false,
-    })
-    .map_err(|e| match e {
+    };
+    let mut bpe = BpeTokenizer::with_merges(config, merges).map_err(|e| match e {
         Error::Tokenizer(message) => Error::Tokenizer(format!("GGUF vocabulary: {message}")),
         other => other,
     })?;

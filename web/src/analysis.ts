@@ -1,0 +1,77 @@
+// What the views draw: one forward pass's captured tensors, regrouped by what they show, and the
+// next-token candidates under the current sampling settings.
+import type { HookName, ModelInfo, SamplingParams, WorkerTrace } from 'gptlens';
+
+/** One normalisation site (ln1 / ln2 of a block, or the final one), statistics per token. */
+export interface NormSite {
+  /** `L3 ln1`, `final`. */
+  label: string;
+  layer: number | undefined;
+  /** sqrt(var + eps) (LayerNorm) or sqrt(mean(x²) + eps) (RMSNorm), `[T]`. */
+  scale: Float32Array;
+  /** Mean of the input, `[T]`; RMSNorm models have none. */
+  mean: Float32Array | undefined;
+}
+
+export interface Analysis {
+  tokens: Uint32Array;
+  labels: string[];
+  nLayer: number;
+  nHead: number;
+  /** Per layer, `[nHead, T, T]` row-major: row = query, column = key. */
+  attention: Float32Array[];
+  /** In depth order: L0 ln1, L0 ln2, …, final. */
+  norms: NormSite[];
+  /** Positions this run computed; the rest came from the session's cache. */
+  computed: number;
+}
+
+export interface Candidate {
+  id: number;
+  label: string;
+  /** The model's probability (temperature 1, no filter). */
+  prob: number;
+  /** Probability under the sampling settings (temperature, top-k, top-p, renormalised); undefined if filtered out. */
+  sampled: number | undefined;
+}
+
+export interface NextToken {
+  candidates: Candidate[];
+  /** Tokens left with a non-zero sampling probability (a lower bound when `survivorsCapped`). */
+  survivors: number;
+  survivorsCapped: boolean;
+  sampling: SamplingParams;
+}
+
+/** The hooks the views need: no logits (only the last position's, which the trace keeps anyway). */
+export function viewHooks(info: ModelInfo): HookName[] {
+  return info.hooks.filter((hook) => hook.endsWith('.hook_pattern') || hook.endsWith('.hook_scale') || hook.endsWith('.hook_mean'));
+}
+
+function normSite(trace: WorkerTrace, prefix: string, label: string, layer: number | undefined): NormSite {
+  const has = new Set(trace.names());
+  const mean = `${prefix}.hook_mean` as HookName;
+  return {
+    label,
+    layer,
+    scale: trace.tensor(`${prefix}.hook_scale` as HookName).data,
+    mean: has.has(mean) ? trace.tensor(mean).data : undefined,
+  };
+}
+
+export function analyse(trace: WorkerTrace, info: ModelInfo, labels: string[]): Analysis {
+  const attention: Float32Array[] = [];
+  const norms: NormSite[] = [];
+  for (let layer = 0; layer < info.nLayer; layer++) {
+    attention.push(trace.tensor(`blocks.${layer}.attn.hook_pattern`).data);
+    norms.push(normSite(trace, `blocks.${layer}.ln1`, `L${layer} ln1`, layer));
+    norms.push(normSite(trace, `blocks.${layer}.ln2`, `L${layer} ln2`, layer));
+  }
+  norms.push(normSite(trace, 'ln_final', 'final', undefined));
+  return { tokens: trace.tokens(), labels, nLayer: info.nLayer, nHead: info.nHead, attention, norms, computed: trace.computed };
+}
+
+/** The weight query `q` gives key `k` in `head` of a layer's `[H, T, T]` pattern. */
+export function weight(pattern: Float32Array, t: number, head: number, q: number, k: number): number {
+  return pattern[(head * t + q) * t + k]!;
+}

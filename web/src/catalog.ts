@@ -1,0 +1,36 @@
+// The models the server offers (web/server/model-catalog.ts writes /models/index.json).
+
+export interface CatalogModel {
+  /** Stable key, also the page's `?model=` parameter: `assets/<file or folder>` or `fixtures/<folder>`. */
+  id: string;
+  name: string;
+  /** `fixture`: a tiny random-weight test model from tests/fixtures. */
+  kind: 'model' | 'fixture';
+  bytes: number;
+  /** File name (as the engine expects it) → URL. */
+  files: Record<string, string>;
+}
+
+export interface Catalog {
+  models: CatalogModel[];
+}
+
+/** The server's list, or an empty one where the page is hosted without it (a static copy of dist/). */
+export async function fetchCatalog(): Promise<Catalog> {
+  try {
+    const response = await fetch('/models/index.json');
+    return response.ok ? ((await response.json()) as Catalog) : { models: [] };
+  } catch {
+    return { models: [] };
+  }
+}
+
+/** The `?model=` choice if listed, else the first real model, else the GPT-2 fixture, else anything. */
+export function defaultModel({ models }: Catalog, requested: string | null): CatalogModel | undefined {
+  return (
+    models.find((model) => model.id === requested) ??
+    models.find((model) => model.kind === 'model') ??
+    models.find((model) => model.id === 'fixtures/gpt2-tiny-f32') ??
+    models[0]
+  );
+}

@@ -1,0 +1,118 @@
+// One loaded model, running in its own module Worker. A model switch starts a new Worker and
+// keeps the old one until the new model has loaded, so a bad file never costs the model that
+// works; stopping the old Worker then frees all its memory (wasm memory never shrinks).
+import { createWorkerClient, type Backend, type GptlensWorker, type HookName, type ModelFiles, type ModelInfo, type SamplingParams, type WorkerSession, type WorkerTrace } from 'gptlens';
+import { analyse, viewHooks, type Analysis, type NextToken } from './analysis.ts';
+
+/** Candidates listed in the next-token view. */
+export const SHOWN_CANDIDATES = 12;
+/** Survivors counted exactly up to this many; beyond, the view says "at least". */
+const SURVIVOR_LIMIT = 1000;
+
+/** A prompt the model cannot run: shown under the prompt box, the views keep the last good run. */
+export class PromptError extends Error {
+  override name = 'PromptError';
+}
+
+export interface Run {
+  trace: WorkerTrace;
+  analysis: Analysis;
+  /** Round trip of the forward pass, as the page waits for it (transfer of the tensors included). */
+  forwardMs: number;
+}
+
+export class Engine {
+  private readonly labelCache = new Map<number, string>();
+  private readonly capture: HookName[];
+
+  private constructor(
+    private readonly client: GptlensWorker,
+    readonly info: ModelInfo,
+    private readonly session: WorkerSession,
+  ) {
+    this.capture = viewHooks(info);
+  }
+
+  /** Starts a Worker and loads `files` into it (their buffers move there); throws what is wrong with them. */
+  static async load(files: ModelFiles): Promise<Engine> {
+    const client = await createWorkerClient();
+    try {
+      const info = await client.load(files, { transfer: true });
+      return new Engine(client, info, await client.session());
+    } catch (error) {
+      client.terminate();
+      throw error;
+    }
+  }
+
+  get backend(): Backend {
+    return this.client.backend();
+  }
+
+  /** Text → token ids; a model without a tokenizer takes ids typed as numbers ("12 7 300"). */
+  async tokenize(text: string): Promise<Uint32Array> {
+    const tokens = this.info.hasTokenizer ? await this.client.encode(text) : parseIds(text, this.info.vocabSize);
+    if (tokens.length > this.info.contextLength) {
+      throw new PromptError(`The prompt is ${tokens.length} tokens; this model reads at most ${this.info.contextLength}.`);
+    }
+    return tokens;
+  }
+
+  /** Token ids → the text the prompt box shows after a step. */
+  async detokenize(tokens: Uint32Array): Promise<string> {
+    return this.info.hasTokenizer ? this.client.decode(tokens) : Array.from(tokens).join(' ');
+  }
+
+  /** A forward pass through the session: the prefix shared with the previous run is reused. */
+  async run(tokens: Uint32Array): Promise<Run> {
+    const started = performance.now();
+    const trace = await this.session.run(tokens, this.capture);
+    const forwardMs = performance.now() - started;
+    const analysis = analyse(trace, this.info, await this.labels(tokens));
+    return { trace, analysis, forwardMs };
+  }
+
+  /** The most probable next tokens, and which of them the sampling settings keep. */
+  async predict(trace: WorkerTrace, sampling: SamplingParams): Promise<NextToken> {
+    const [top, kept] = await Promise.all([trace.topK(SHOWN_CANDIDATES), trace.topK(SURVIVOR_LIMIT, sampling)]);
+    const keptProb = new Map(kept.map(({ id, prob }) => [id, prob]));
+    const labels = await this.labels(top.map(({ id }) => id));
+    return {
+      candidates: top.map(({ id, prob }, i) => ({ id, prob, label: labels[i]!, sampled: keptProb.get(id) })),
+      survivors: kept.length,
+      survivorsCapped: kept.length === SURVIVOR_LIMIT,
+      sampling,
+    };
+  }
+
+  /** Draws the next token under `sampling` from the session's last run and appends it there. */
+  sample(sampling: SamplingParams): Promise<number> {
+    return this.session.sampleNext(sampling);
+  }
+
+  /** Each token's text (cached: the same ids come back on every keystroke). */
+  async labels(ids: ArrayLike<number>): Promise<string[]> {
+    const all = Array.from(ids);
+    if (!this.info.hasTokenizer) return all.map((id) => `#${id}`);
+    const missing = [...new Set(all.filter((id) => !this.labelCache.has(id)))];
+    if (missing.length > 0) {
+      const strings = await this.client.tokenStrings(Uint32Array.from(missing));
+      missing.forEach((id, i) => this.labelCache.set(id, strings[i]!));
+    }
+    return all.map((id) => this.labelCache.get(id)!);
+  }
+
+  dispose(): void {
+    this.client.terminate();
+  }
+}
+
+function parseIds(text: string, vocabSize: number): Uint32Array {
+  const words = text.split(/[\s,]+/).filter(Boolean);
+  const ids = words.map(Number);
+  const bad = words.find((word, i) => !(Number.isInteger(ids[i]) && ids[i]! >= 0 && ids[i]! < vocabSize));
+  if (bad !== undefined) {
+    throw new PromptError(`This model has no tokenizer: type token ids from 0 to ${vocabSize - 1} (“${bad}” is not one).`);
+  }
+  return Uint32Array.from(ids);
+}

@@ -1,0 +1,155 @@
+// The live loop: prompt edits, steps and generation become forward passes on the current model,
+// and their results become the page's state. Session calls run one at a time (they share the KV
+// cache); prompt edits are coalesced on top, so typing fast never queues stale forward passes:
+// at most one runs, and the newest prompt is the next.
+import { coalesceLatest, type WorkerTrace } from 'gptlens';
+import { PromptError, type Engine } from './engine.ts';
+import { RedrawClock } from './perf.ts';
+import type { Store } from './store.ts';
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export class Live {
+  private readonly clock = new RedrawClock();
+  /** The tokens the views show, and the trace they came from (kept for sampling questions). */
+  private tokens = new Uint32Array();
+  private trace: WorkerTrace | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly runPrompt = coalesceLatest((text: string, keystroke: number | undefined) =>
+    this.exclusive(() => this.showPrompt(text, keystroke)),
+  );
+  private readonly repredict = coalesceLatest(() => this.exclusive(() => this.predictAgain()));
+
+  constructor(private readonly store: Store) {}
+
+  private get engine(): Engine | undefined {
+    return this.store.state.model?.engine;
+  }
+
+  /** A keystroke in the prompt box. */
+  edit(text: string): void {
+    const keystroke = this.clock.keystroke();
+    this.store.set({ prompt: text, generating: false });
+    void this.runPrompt(text, keystroke);
+  }
+
+  /** A new model is loaded: the same prompt, run on it. */
+  modelChanged(): void {
+    this.clock.reset();
+    this.tokens = new Uint32Array();
+    this.trace = undefined;
+    void this.runPrompt(this.store.state.prompt, undefined);
+  }
+
+  /** The sampling settings changed: the same trace, new survivors. */
+  samplingChanged(): void {
+    void this.repredict();
+  }
+
+  /** Appends `token` (a candidate the reader clicked). */
+  choose(token: number): Promise<void> {
+    return this.exclusive(() => this.append(async () => token));
+  }
+
+  /** Appends a token sampled under the current settings. */
+  step(): Promise<void> {
+    return this.exclusive(() => this.append((engine) => engine.sample(this.store.state.sampling)));
+  }
+
+  /** Samples up to `count` tokens one at a time, every view following, until stopped or full. */
+  async generate(count: number): Promise<void> {
+    this.store.set({ generating: true });
+    for (let i = 0; i < count && this.store.state.generating; i++) {
+      const full = this.tokens.length >= (this.engine?.info.contextLength ?? 0);
+      if (full || this.tokens.length === 0) break;
+      await this.step();
+    }
+    this.store.set({ generating: false });
+  }
+
+  stop(): void {
+    this.store.set({ generating: false });
+  }
+
+  private exclusive<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.queue.then(task);
+    this.queue = result.catch(() => {});
+    return result;
+  }
+
+  private async showPrompt(text: string, keystroke: number | undefined): Promise<void> {
+    const engine = this.engine;
+    if (!engine) return;
+    try {
+      const tokens = await engine.tokenize(text);
+      if (tokens.length === 0) {
+        this.clear();
+        return;
+      }
+      await this.show(engine, tokens, keystroke);
+    } catch (error) {
+      if (engine !== this.engine) return; // the model changed meanwhile; its successor reruns the prompt
+      this.store.set({ promptError: error instanceof PromptError ? error.message : `The engine failed: ${message(error)}` });
+    }
+  }
+
+  /** Runs `next(engine)`'s token after the current ones and puts the decoded text in the prompt box. */
+  private async append(next: (engine: Engine) => Promise<number>): Promise<void> {
+    const engine = this.engine;
+    if (!engine || this.tokens.length === 0) return;
+    try {
+      if (this.tokens.length >= engine.info.contextLength) throw new PromptError('The context is full.');
+      const tokens = Uint32Array.of(...this.tokens, await next(engine));
+      await this.show(engine, tokens, undefined);
+      this.store.set({ prompt: await engine.detokenize(tokens) });
+    } catch (error) {
+      this.store.set({ promptError: message(error), generating: false });
+    }
+  }
+
+  private async show(engine: Engine, tokens: Uint32Array, keystroke: number | undefined): Promise<void> {
+    const { trace, analysis, forwardMs } = await engine.run(tokens);
+    const next = await engine.predict(trace, this.store.state.sampling);
+    if (engine !== this.engine) {
+      void trace.release();
+      return;
+    }
+    void this.trace?.release();
+    this.trace = trace;
+    this.tokens = tokens;
+    const { query } = this.store.state;
+    const drawStart = performance.now();
+    this.store.set({
+      analysis,
+      next,
+      promptError: undefined,
+      query: query !== undefined && query < tokens.length ? query : undefined,
+    });
+    const drawMs = performance.now() - drawStart;
+    const latest = { forwardMs, drawMs, computed: analysis.computed, tokens: tokens.length };
+    this.store.set({ redraw: this.clock.stats(latest) });
+    // Not awaited: the next forward pass need not wait for this paint.
+    if (keystroke !== undefined) {
+      void this.clock.painted(keystroke).then((ms) => ms !== undefined && this.store.set({ redraw: this.clock.stats(latest) }));
+    }
+  }
+
+  private async predictAgain(): Promise<void> {
+    const { engine, trace } = this;
+    if (!engine || !trace) return;
+    try {
+      this.store.set({ next: await engine.predict(trace, this.store.state.sampling) });
+    } catch (error) {
+      this.store.set({ promptError: message(error) });
+    }
+  }
+
+  private clear(): void {
+    void this.trace?.release();
+    this.trace = undefined;
+    this.tokens = new Uint32Array();
+    this.store.set({ analysis: undefined, next: undefined, promptError: undefined, query: undefined });
+  }
+}

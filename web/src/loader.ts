@@ -1,0 +1,48 @@
+// Loading a model: read its bytes with progress, start a new engine on them, and only then
+// replace the current one. A failure leaves the current model in place and says why.
+import { formatBytes } from './dom.ts';
+import { Engine } from './engine.ts';
+import { readSource, type ModelSource } from './model-files.ts';
+import type { Store } from './store.ts';
+
+export class Loader {
+  /** Only the newest load may replace the model: a slow earlier one that finishes later is dropped. */
+  private latest = 0;
+
+  constructor(
+    private readonly store: Store,
+    private readonly loaded: () => void,
+  ) {}
+
+  /** `source` may be a function that throws (a bad file set): that failure is reported like any other. */
+  async load(source: ModelSource | (() => ModelSource)): Promise<void> {
+    const ticket = ++this.latest;
+    let name = 'the model';
+    try {
+      const resolved = typeof source === 'function' ? source() : source;
+      name = resolved.name;
+      this.store.set({ loadError: undefined, loading: { label: `Reading ${name}`, fraction: 0 } });
+      const files = await readSource(resolved, (fraction) => {
+        if (ticket === this.latest) this.store.set({ loading: { label: `Reading ${name}`, fraction } });
+      });
+      const bytes = Object.values(files).reduce((sum, file) => sum + file.byteLength, 0);
+      this.store.set({ loading: { label: `Checking and loading ${name} (${formatBytes(bytes)})`, fraction: undefined } });
+      const started = performance.now();
+      const engine = await Engine.load(files);
+      if (ticket !== this.latest) {
+        engine.dispose();
+        return;
+      }
+      const previous = this.store.state.model;
+      this.store.set({ model: { engine, name, bytes, loadMs: performance.now() - started }, loading: undefined });
+      previous?.engine.dispose();
+      this.loaded();
+    } catch (error) {
+      if (ticket !== this.latest) return;
+      const reason = (error instanceof Error ? error.message : String(error)).replace(/\.$/, '');
+      const current = this.store.state.model;
+      const kept = current ? ` Still showing ${current.name}.` : '';
+      this.store.set({ loading: undefined, loadError: `Could not load ${name}: ${reason}.${kept}` });
+    }
+  }
+}

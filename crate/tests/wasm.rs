@@ -3,6 +3,8 @@
 //! object of Uint8Arrays and come out through `Trace.tensor`, with the tolerances of parity.rs.
 #![cfg(target_arch = "wasm32")]
 
+use std::collections::BTreeMap;
+
 use gptlens::bindings::{Model, Session, Trace};
 use js_sys::{Float32Array, Object, Reflect, Uint8Array};
 use serde::Deserialize;
@@ -72,11 +74,16 @@ fn tensor(trace: &Trace, name: &str) -> (Vec<usize>, Vec<f32>) {
     (shape, data)
 }
 
-/// A reference file's tensors as f32 (its i64 token ids converted).
-fn reference(bytes: &[u8]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+/// A tensor of a reference file, as f32 (token ids converted).
+struct RefTensor {
+    shape: Vec<usize>,
+    data: Vec<f32>,
+}
+
+/// A reference file's tensors by name.
+fn reference(bytes: &[u8]) -> BTreeMap<String, RefTensor> {
     let file = safetensors::SafeTensors::deserialize(bytes).unwrap();
-    let mut tensors: Vec<_> = file
-        .tensors()
+    file.tensors()
         .into_iter()
         .map(|(name, view)| {
             let data = match view.dtype() {
@@ -88,16 +95,13 @@ fn reference(bytes: &[u8]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
                 }
                 other => panic!("unexpected dtype {other:?} for {name}"),
             };
-            (name, view.shape().to_vec(), data)
+            (name, RefTensor { shape: view.shape().to_vec(), data })
         })
-        .collect();
-    tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    tensors
+        .collect()
 }
 
-fn reference_ids(reference: &[(String, Vec<usize>, Vec<f32>)], name: &str) -> Vec<u32> {
-    let (_, _, data) = reference.iter().find(|(n, ..)| n == name).unwrap();
-    data.iter().map(|&x| x as u32).collect()
+fn ids(tensor: &RefTensor) -> Vec<u32> {
+    tensor.data.iter().map(|&x| x as u32).collect()
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -108,20 +112,19 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 fn check_parity(files: &[(&str, &[u8])], reference_bytes: &[u8]) {
     let model = load(files);
     let reference = reference(reference_bytes);
-    let tokens = reference_ids(&reference, "tokens");
-    let trace = model.run(&tokens, None).map_err(message).unwrap();
-    let expected: Vec<&(String, Vec<usize>, Vec<f32>)> =
-        reference.iter().filter(|(name, ..)| !matches!(name.as_str(), "tokens" | "greedy")).collect();
-    assert_eq!(trace.names(), expected.iter().map(|(name, ..)| name.clone()).collect::<Vec<_>>());
-    for (name, want_shape, want) in expected {
+    let trace = model.run(&ids(&reference["tokens"]), None).map_err(message).unwrap();
+    let expected: Vec<&String> = reference.keys().filter(|name| !matches!(name.as_str(), "tokens" | "greedy")).collect();
+    assert_eq!(trace.names().iter().collect::<Vec<_>>(), expected, "the trace must offer exactly the reference hooks");
+    for name in expected {
         let (shape, got) = tensor(&trace, name);
-        assert_eq!(&shape, want_shape, "{name}");
+        let want = &reference[name];
+        assert_eq!(shape, want.shape, "{name}");
         assert!(got.iter().all(|x| x.is_finite()), "{name} has a NaN or infinity");
         let worst = if name == "logits" || name.ends_with("hook_pattern") {
-            max_abs_diff(&got, want)
+            max_abs_diff(&got, &want.data)
         } else {
             let floor = if name.ends_with("hook_mean") { 1.0 } else { 0.0 };
-            got.iter().zip(want).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max)
+            got.iter().zip(&want.data).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max)
         };
         let tolerance = if name == "logits" { 1e-4 } else { 1e-5 };
         assert!(worst <= tolerance, "{name}: off by {worst:e} (tolerance {tolerance:e})");
@@ -143,7 +146,7 @@ fn gpt2_f16_matches_pytorch() {
 #[wasm_bindgen_test]
 fn runs_are_bit_for_bit_deterministic() {
     let model = load(&F32_FILES);
-    let tokens = reference_ids(&reference(F32_REFERENCE), "tokens");
+    let tokens = ids(&reference(F32_REFERENCE)["tokens"]);
     let run = || model.run(&tokens, None).map_err(message).unwrap();
     let (a, b) = (run(), run());
     let bits = |values: &[f32]| values.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -162,8 +165,8 @@ fn greedy_sampling_matches_transformers_generate() {
         let model = load(files);
         let reference = reference(reference_bytes);
         let mut session = model.session();
-        session.run(&reference_ids(&reference, "tokens"), Some(vec![])).map_err(message).unwrap();
-        let greedy = reference_ids(&reference, "greedy");
+        session.run(&ids(&reference["tokens"]), Some(vec![])).map_err(message).unwrap();
+        let greedy = ids(&reference["greedy"]);
         let got: Vec<u32> =
             greedy.iter().map(|_| session.sample_next(js(r#"{"temperature": 0}"#), None).map_err(message).unwrap()).collect();
         assert_eq!(got, greedy);
@@ -190,7 +193,8 @@ fn tokenizer_matches_python_tokenizers() {
 
 #[wasm_bindgen_test]
 fn info_describes_the_model() {
-    let info = load(&F32_FILES).info().map_err(message).unwrap();
+    let model = load(&F32_FILES);
+    let info = model.info().map_err(message).unwrap();
     let number = |key| get(&info, key).as_f64().unwrap();
     assert_eq!(get(&info, "architecture").as_string().as_deref(), Some("gpt2"));
     assert_eq!(
@@ -199,9 +203,10 @@ fn info_describes_the_model() {
     );
     assert!(number("nParams") > 100_000.0);
     assert_eq!(get(&info, "hasTokenizer").as_bool(), Some(true));
-    let hooks: Vec<String> = serde_wasm_bindgen::from_value(get(&info, "hooks")).unwrap();
-    assert_eq!(hooks.len(), 2 * 6 + 3);
+    let mut hooks: Vec<String> = serde_wasm_bindgen::from_value(get(&info, "hooks")).unwrap();
     assert_eq!(hooks[..3], ["blocks.0.ln1.hook_mean", "blocks.0.ln1.hook_scale", "blocks.0.attn.hook_pattern"]);
+    hooks.sort();
+    assert_eq!(hooks, model.run(&[1], None).map_err(message).unwrap().names(), "a full capture records every hook");
 }
 
 #[wasm_bindgen_test]
@@ -255,12 +260,14 @@ fn sessions_reuse_the_shared_prefix() {
     assert_eq!(session.run(&first, None).map_err(message).unwrap().computed(), 20);
 }
 
+/// `n` draws, the first with `seed`, the rest continuing its stream.
 fn sample(session: &mut Session, params: &str, seed: Option<f64>, n: usize) -> Vec<u32> {
-    (0..n).map(|_| session.sample_next(js(params), seed).map_err(message).unwrap()).collect()
+    (0..n).map(|i| session.sample_next(js(params), if i == 0 { seed } else { None }).map_err(message).unwrap()).collect()
 }
 
-/// `sampleNext` draws from one random stream per session: a seed restarts it, new parameters
-/// do not, and each draw is appended to the session.
+/// `sampleNext` draws from one random stream per session, which a seed restarts, and appends
+/// each draw to the session. (That new parameters keep the stream going is a unit test of
+/// `Sampler::set_params`.)
 #[wasm_bindgen_test]
 fn step_wise_sampling_follows_the_seed() {
     let model = load(&F32_FILES);
@@ -271,10 +278,14 @@ fn step_wise_sampling_follows_the_seed() {
     };
     let hot = r#"{"temperature": 1.5, "topK": 50}"#;
     let mut a = fresh();
-    let drawn = sample(&mut a, hot, Some(7.0), 1).into_iter().chain(sample(&mut a, hot, None, 9)).collect::<Vec<_>>();
+    let drawn = sample(&mut a, hot, Some(7.0), 10);
     assert_eq!(a.tokens()[5..], drawn);
+    assert_eq!(sample(&mut fresh(), hot, Some(7.0), 10), drawn);
+    // A seed restarts the stream of a session that has sampled before.
     let mut b = fresh();
-    assert_eq!(sample(&mut b, hot, Some(7.0), 1).into_iter().chain(sample(&mut b, hot, None, 9)).collect::<Vec<_>>(), drawn);
+    sample(&mut b, hot, Some(8.0), 3);
+    b.run(&prompt(5), Some(vec![])).map_err(message).unwrap();
+    assert_eq!(sample(&mut b, hot, Some(7.0), 10), drawn);
     let mut c = fresh();
     assert_ne!(sample(&mut c, hot, Some(8.0), 10), drawn, "another seed, another text");
     // Unseeded sessions start from seed 0, and reset() starts over.

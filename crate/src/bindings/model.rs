@@ -39,9 +39,12 @@ impl Model {
     /// `*.safetensors`, and optionally `tokenizer.json` or `vocab.json` + `merges.txt`.
     pub fn load(#[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: &JsValue) -> Result<Model, JsError> {
         let not_files = || JsError::new("Model.load takes an object mapping file names to Uint8Arrays");
-        let files = files.dyn_ref::<Object>().ok_or_else(not_files)?;
+        // Any non-null object will do (not only `instanceof Object`: prototype-less or other realms').
+        if !files.is_object() {
+            return Err(not_files());
+        }
         let mut owned = BTreeMap::new();
-        for entry in Object::entries(files).iter() {
+        for entry in Object::entries(files.unchecked_ref()).iter() {
             // Object.entries yields [key, value] pairs with string keys.
             let pair = Array::from(&entry);
             let name = pair.get(0).as_string().ok_or_else(not_files)?;

@@ -71,7 +71,7 @@ unsafe fn matmul_tile(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, 
             return tile_avx2(out, x, w, bias, s, rows);
         }
     }
-    tile(out, x, w, bias, s, rows, |w, xs| dot_rows::<4>(w, xs), |w, xs| dot_rows::<1>(w, xs), None)
+    tile(out, x, w, bias, s, rows, dot_rows::<4>, dot_rows::<1>, None)
 }
 
 /// A kernel for four block rows against one input, for the block types it supports.

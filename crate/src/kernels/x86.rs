@@ -10,8 +10,10 @@ use std::arch::x86_64::*;
 use super::quant::GgmlType;
 use super::{fold_lanes, LANES};
 
-/// Dot products of one weight row with `R` input rows. Callers must have checked that the CPU
-/// supports AVX and that every row has `w.len()` values.
+/// Dot products of one weight row with `R` input rows.
+///
+/// # Safety
+/// The CPU must support AVX, and every row must have `w.len()` values.
 #[target_feature(enable = "avx")]
 pub unsafe fn dot_rows<const R: usize>(w: &[f32], xs: [&[f32]; R]) -> [f32; R] {
     let n = w.len();
@@ -49,8 +51,9 @@ pub fn quant_rows4_supports(ty: GgmlType) -> bool {
 /// 8g..8g+8 of the block → lanes 0..8, as in the portable decoder + `dot_rows`). Four rows give
 /// four independent accumulator chains, which is what makes decode fast with a fixed lane order.
 ///
-/// Callers must have checked AVX2 and F16C, `quant_rows4_supports(ty)`, and that each row holds
-/// whole blocks for `x.len()` weights.
+/// # Safety
+/// The CPU must support AVX2 and F16C, `quant_rows4_supports(ty)` must hold, and each row must
+/// hold whole blocks for `x.len()` weights.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn dot_quant_rows4(ty: GgmlType, rows: [&[u8]; 4], x: &[f32]) -> [f32; 4] {
     // Array `map` and closures would not be compiled with AVX2 and would turn every intrinsic

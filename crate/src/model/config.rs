@@ -103,13 +103,13 @@ impl Config {
                 return Err(format!("{name} = {value} is outside 1..={MAX_DIM}"));
             }
         }
-        if self.d_model % self.n_head != 0 {
+        if !self.d_model.is_multiple_of(self.n_head) {
             return Err(format!("d_model = {} is not a multiple of n_head = {}", self.d_model, self.n_head));
         }
-        if self.n_head % self.n_kv_head != 0 {
+        if !self.n_head.is_multiple_of(self.n_kv_head) {
             return Err(format!("n_head = {} is not a multiple of n_kv_head = {}", self.n_head, self.n_kv_head));
         }
-        if self.rope.is_some() && self.head_dim() % 2 != 0 {
+        if self.rope.is_some() && !self.head_dim().is_multiple_of(2) {
             return Err(format!("rotary embeddings need an even head dimension, not {}", self.head_dim()));
         }
         if !(self.norm_eps.is_finite() && self.norm_eps > 0.0) {

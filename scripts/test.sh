@@ -39,3 +39,16 @@ if [ "$WASM" = 1 ] && [ "$WASM_BINDGEN" = 1 ]; then
 else
   echo "== SKIPPED wasm tests: need the wasm32 target and wasm-bindgen-test-runner (WASM=$WASM WASM_BINDGEN=$WASM_BINDGEN); see scripts/setup.sh"
 fi
+
+# --- the live page (web/, issue 4): built like `npm start` builds it, served by Vite's preview
+# server with COOP/COEP on a free 127.0.0.1 port, driven in headless Chromium by playwright-core:
+# typing, every head's canvas, probabilities against the package, a bad file, threads, step and
+# generate, screenshots of every view (tests/output/web/), keystroke → redraw timings.
+if [ "$BROWSER" = 1 ] && [ "$WASM" = 1 ] && [ "$WASM_BINDGEN" = 1 ] && [ "$WASM_PACK" = 1 ]; then
+  echo "== web page in headless Chromium"
+  bash scripts/build-wasm.sh
+  npm run --silent build -w web
+  tests/support/run-node-tests.sh web tests/web/web.test.mjs
+else
+  echo "== SKIPPED web page: needs Chromium (BROWSER=$BROWSER) and the wasm build tools (WASM=$WASM WASM_BINDGEN=$WASM_BINDGEN WASM_PACK=$WASM_PACK); see scripts/setup.sh"
+fi

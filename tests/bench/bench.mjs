@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { launchChromium, openPage, serve } from '../support/browser.mjs';
 
 const LIMIT_SECONDS = 300;
-const settings = { runs: 3, prompt: 64, decode: 32 };
+const settings = { runs: 5, prompt: 64, decode: 32 };
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 
 setTimeout(() => {

@@ -1,5 +1,5 @@
 // Runs in the test page: the package's worker client on the fixture model, as a web page uses it.
-import { createWorkerClient } from '/pkg/dist/index.js';
+import { createWorkerClient, init, Model } from '/pkg/dist/index.js';
 
 const FIXTURE = '/tests/fixtures/gpt2-tiny-f32/';
 
@@ -29,4 +29,12 @@ export async function runFixture(options, tokens) {
   } finally {
     engine.terminate();
   }
+}
+
+/** The direct API on the page's main thread, asked for 2 threads (which it must decline). */
+export async function runFixtureOnMainThread(tokens) {
+  const backend = await init({ threads: 2 });
+  const model = Model.load(await fixtureFiles());
+  const trace = model.run(Uint32Array.from(tokens), ['logits']);
+  return { backend, logits: Array.from(trace.tensor('logits').data) };
 }

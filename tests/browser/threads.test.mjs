@@ -27,14 +27,15 @@ const [isolated, plain, browser] = await Promise.all([
 ]);
 after(() => Promise.all([browser.close(), isolated.close(), plain.close(), rm(unpacked, { recursive: true })]));
 
-async function runFixture(server, options) {
+/** Calls `run` of page.mjs in a fresh page of `server` with `args`; also lists the workers it started. */
+async function inPage(server, run, ...args) {
   const page = await openPage(browser, `${server.url}/tests/browser/index.html`);
   const workers = [];
   page.on('worker', (worker) => workers.push(new URL(worker.url()).pathname.replace(/.*\//, '')));
   try {
     const result = await page.evaluate(
-      ([options, tokens]) => import('/tests/browser/page.mjs').then((page) => page.runFixture(options, tokens)),
-      [options, tokens],
+      ([run, args]) => import('/tests/browser/page.mjs').then((page) => page[run](...args)),
+      [run, args],
     );
     return { ...result, workers: workers.sort() };
   } finally {
@@ -42,10 +43,11 @@ async function runFixture(server, options) {
   }
 }
 
-const [threaded, singleOnIsolated, fallback] = await Promise.all([
-  runFixture(isolated, { threads: 2 }),
-  runFixture(isolated, { threads: 1 }),
-  runFixture(plain, {}),
+const [threaded, singleOnIsolated, fallback, mainThread] = await Promise.all([
+  inPage(isolated, 'runFixture', { threads: 2 }, tokens),
+  inPage(isolated, 'runFixture', { threads: 1 }, tokens),
+  inPage(plain, 'runFixture', {}, tokens),
+  inPage(isolated, 'runFixtureOnMainThread', tokens),
 ]);
 
 const bits = (values) => new Uint32Array(Float32Array.from(values).buffer);
@@ -77,4 +79,11 @@ test('a page that is not cross-origin isolated falls back to single-thread and s
   assert.equal(fallback.backend.threads, 1);
   assert.match(fallback.backend.reason, /^single-thread: page is not crossOriginIsolated/);
   assert.deepEqual(bits(fallback.logits), bits(threaded.logits));
+});
+
+test("the direct API on a page's main thread runs single-thread, says why, and computes the same logits", () => {
+  assert.equal(mainThread.backend.threads, 1);
+  assert.match(mainThread.backend.reason, /^single-thread: running on the page's main thread/);
+  assert.deepEqual(mainThread.workers, []);
+  assert.deepEqual(bits(mainThread.logits), bits(threaded.logits));
 });

@@ -42,11 +42,13 @@ export async function serve(routes, { isolated, limitSeconds = 600 }) {
     }
   });
   await new Promise((done) => server.listen(0, '127.0.0.1', done));
-  const close = () => new Promise((done) => server.close(done));
-  setTimeout(() => {
-    server.closeAllConnections();
-    server.close();
-  }, limitSeconds * 1000).unref();
+  // Dropping keep-alive connections too: a browser holds them open for seconds.
+  const close = () =>
+    new Promise((done) => {
+      server.close(done);
+      server.closeAllConnections();
+    });
+  setTimeout(close, limitSeconds * 1000).unref();
   return { url: `http://127.0.0.1:${server.address().port}`, close };
 }
 

@@ -120,7 +120,7 @@ async function load(options: InitOptions): Promise<Loaded> {
       const glue = await start('mt');
       if (!glue.initThreadPool) throw new Error('the threaded build exports no initThreadPool');
       await glue.initThreadPool(chosen.threads);
-      return { glue, backend: { simd: true, threads: chosen.threads, reason: chosen.reason } };
+      return { glue, backend: { simd: true, threads: glue.threadCount(), reason: chosen.reason } };
     } catch (error) {
       chosen = singleThread(`the threaded build failed to start (${error instanceof Error ? error.message : error})`);
     }

@@ -15,95 +15,43 @@ export interface WorkerClientOptions extends InitOptions {
 /** Starts the engine in a module Worker and resolves once its wasm build is running. */
 export async function createWorkerClient(options: WorkerClientOptions = {}): Promise<GptlensWorker> {
   const { worker, ...init } = options;
-  const client = new GptlensWorker(worker ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }));
+  const connection = new Connection(worker ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }));
   try {
-    client.started = await client.call('init', init);
+    return new GptlensWorker(connection, await connection.call('init', init));
   } catch (error) {
-    client.terminate();
+    connection.terminate();
     throw error;
   }
-  return client;
 }
 
-interface Pending {
-  resolve(value: unknown): void;
-  reject(error: Error): void;
-}
-
-export class GptlensWorker {
-  private readonly pending = new Map<number, Pending>();
+/** Requests and their responses, matched by id; worker-side objects released when their handles are collected. */
+class Connection {
+  private readonly pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   private nextId = 1;
-  /** @internal set by createWorkerClient */
-  started: Backend | undefined;
-  /** @internal */
-  readonly releaseTrace = new FinalizationRegistry<number>((id) => void this.call('releaseTrace', id).catch(() => {}));
-  /** @internal */
-  readonly closeSession = new FinalizationRegistry<number>((id) => void this.call('closeSession', id).catch(() => {}));
+  readonly releaseTrace = new FinalizationRegistry<number>((id) => this.call('releaseTrace', id).catch(() => {}));
+  readonly closeSession = new FinalizationRegistry<number>((id) => this.call('closeSession', id).catch(() => {}));
 
-  /** @internal use createWorkerClient() */
   constructor(private readonly worker: Worker) {
     worker.addEventListener('message', (event: MessageEvent<Response>) => this.settle(event.data));
     worker.addEventListener('error', (event) => this.failAll(new Error(`gptlens worker failed: ${event.message}`)));
   }
 
-  /** Which build the worker runs and why. */
-  backend(): Backend {
-    if (!this.started) throw new Error('the worker has not started: use createWorkerClient()');
-    return this.started;
-  }
-
-  /**
-   * Loads a checkpoint, replacing any previous model (its sessions and traces become invalid).
-   * `transfer: true` moves the file buffers to the worker instead of copying them (they become
-   * unusable here): worth it for large models.
-   */
-  load(files: ModelFiles, { transfer = false } = {}): Promise<ModelInfo> {
-    return this.request('load', [files], transfer ? transferables(files) : []);
-  }
-
-  info(): Promise<ModelInfo> {
-    return this.call('info');
-  }
-
-  encode(text: string): Promise<Uint32Array> {
-    return this.call('encode', text);
-  }
-
-  decode(ids: Uint32Array): Promise<string> {
-    return this.call('decode', ids);
-  }
-
-  tokenStrings(ids: Uint32Array): Promise<string[]> {
-    return this.call('tokenStrings', ids);
-  }
-
-  /** A fresh forward pass. `capture`: hooks to record; every hook when omitted, none for `[]`. */
-  async run(tokens: Uint32Array, capture?: HookName[]): Promise<WorkerTrace> {
-    return new WorkerTrace(this, await this.call('run', tokens, capture));
-  }
-
-  async session(): Promise<WorkerSession> {
-    return new WorkerSession(this, await this.call('openSession'));
-  }
-
-  /** Stops the worker; pending calls reject. */
-  terminate(): void {
-    this.worker.terminate();
-    this.failAll(new Error('the gptlens worker was terminated'));
-  }
-
-  /** @internal */
   call<K extends Operation>(op: K, ...args: Args<K>): Promise<Result<K>> {
     return this.request(op, args, []);
   }
 
-  private request<K extends Operation>(op: K, args: Args<K>, transfer: Transferable[]): Promise<Result<K>> {
+  request<K extends Operation>(op: K, args: Args<K>, transfer: Transferable[]): Promise<Result<K>> {
     const id = this.nextId++;
     return new Promise<Result<K>>((resolve, reject) => {
       // Throwing here (a DataCloneError) rejects this promise with nothing left pending.
       this.worker.postMessage({ id, op, args } as Request, transfer);
       this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
     });
+  }
+
+  terminate(): void {
+    this.worker.terminate();
+    this.failAll(new Error('the gptlens worker was terminated'));
   }
 
   private settle(response: Response): void {
@@ -125,60 +73,119 @@ export class GptlensWorker {
   }
 }
 
+export class GptlensWorker {
+  /** @internal use createWorkerClient() */
+  constructor(
+    private readonly connection: Connection,
+    private readonly running: Backend,
+  ) {}
+
+  /** Which build the worker runs and why. */
+  backend(): Backend {
+    return this.running;
+  }
+
+  /**
+   * Loads a checkpoint, replacing any previous model (its sessions and traces become invalid).
+   * `transfer: true` moves the file buffers to the worker instead of copying them (they become
+   * unusable here): worth it for large models.
+   */
+  load(files: ModelFiles, { transfer = false } = {}): Promise<ModelInfo> {
+    return this.connection.request('load', [files], transfer ? transferables(files) : []);
+  }
+
+  info(): Promise<ModelInfo> {
+    return this.connection.call('info');
+  }
+
+  /** `userText` as one user turn of the model's chat template (ChatML), ready to encode. */
+  chatPrompt(userText: string): Promise<string> {
+    return this.connection.call('chatPrompt', userText);
+  }
+
+  encode(text: string): Promise<Uint32Array> {
+    return this.connection.call('encode', text);
+  }
+
+  decode(ids: Uint32Array): Promise<string> {
+    return this.connection.call('decode', ids);
+  }
+
+  tokenStrings(ids: Uint32Array): Promise<string[]> {
+    return this.connection.call('tokenStrings', ids);
+  }
+
+  /** A fresh forward pass. `capture`: hooks to record; every hook when omitted, none for `[]`. */
+  async run(tokens: Uint32Array, capture?: HookName[]): Promise<WorkerTrace> {
+    return new WorkerTrace(this.connection, await this.connection.call('run', tokens, capture));
+  }
+
+  async session(): Promise<WorkerSession> {
+    return new WorkerSession(this.connection, await this.connection.call('openSession'));
+  }
+
+  /** Stops the worker; pending calls reject. */
+  terminate(): void {
+    this.connection.terminate();
+  }
+}
+
 export class WorkerSession {
   /** @internal */
   constructor(
-    private readonly client: GptlensWorker,
+    private readonly connection: Connection,
     private readonly id: number,
   ) {
-    client.closeSession.register(this, id, this);
+    connection.closeSession.register(this, id, this);
   }
 
   /** Runs `tokens`, reusing the longest prefix shared with this session's previous tokens. */
   async run(tokens: Uint32Array, capture?: HookName[]): Promise<WorkerTrace> {
-    return new WorkerTrace(this.client, await this.client.call('sessionRun', this.id, tokens, capture));
+    return new WorkerTrace(this.connection, await this.connection.call('sessionRun', this.id, tokens, capture));
   }
 
+  /** Appends one token (a decode step), recording the hooks of the last run. */
   step(token: number): Promise<void> {
-    return this.client.call('sessionStep', this.id, token);
+    return this.connection.call('sessionStep', this.id, token);
   }
 
   /** Draws the next token, appends it (a decode step) and returns it; see Session.sampleNext. */
   sampleNext(params: SamplingParams, seed?: number): Promise<number> {
-    return this.client.call('sessionSampleNext', this.id, params, seed);
+    return this.connection.call('sessionSampleNext', this.id, params, seed);
   }
 
   tokens(): Promise<Uint32Array> {
-    return this.client.call('sessionTokens', this.id);
+    return this.connection.call('sessionTokens', this.id);
   }
 
   lastLogits(): Promise<Float32Array> {
-    return this.client.call('sessionLastLogits', this.id);
+    return this.connection.call('sessionLastLogits', this.id);
   }
 
   reset(): Promise<void> {
-    return this.client.call('sessionReset', this.id);
+    return this.connection.call('sessionReset', this.id);
   }
 
   close(): Promise<void> {
-    this.client.closeSession.unregister(this);
-    return this.client.call('closeSession', this.id);
+    this.connection.closeSession.unregister(this);
+    return this.connection.call('closeSession', this.id);
   }
 }
 
 export class WorkerTrace {
+  /** Positions this run computed; the others came from the session's cache. */
   readonly computed: number;
+  private readonly id: number;
   private readonly tokenIds: Uint32Array;
   private readonly tensors: TraceData['tensors'];
-  private readonly id: number;
 
   /** @internal */
   constructor(
-    private readonly client: GptlensWorker,
+    private readonly connection: Connection,
     data: TraceData,
   ) {
     ({ id: this.id, computed: this.computed, tokens: this.tokenIds, tensors: this.tensors } = data);
-    client.releaseTrace.register(this, this.id, this);
+    connection.releaseTrace.register(this, this.id, this);
   }
 
   names(): HookName[] {
@@ -192,25 +199,26 @@ export class WorkerTrace {
     return tensor;
   }
 
+  /** Every token of the sequence, reused prefix included. */
   tokens(): Uint32Array {
     return this.tokenIds;
   }
 
   probs(pos: number, temperature: number): Promise<Float32Array> {
-    return this.client.call('traceProbs', this.id, pos, temperature);
+    return this.connection.call('traceProbs', this.id, pos, temperature);
   }
 
   topK(k: number, params?: SamplingParams): Promise<TokenProb[]> {
-    return this.client.call('traceTopK', this.id, k, params);
+    return this.connection.call('traceTopK', this.id, k, params);
   }
 
   toSafetensors(): Promise<Uint8Array> {
-    return this.client.call('traceSafetensors', this.id);
+    return this.connection.call('traceSafetensors', this.id);
   }
 
   /** Frees the worker's copy now (probs, topK and toSafetensors stop working; the tensors here stay). */
   release(): Promise<void> {
-    this.client.releaseTrace.unregister(this);
-    return this.client.call('releaseTrace', this.id);
+    this.connection.releaseTrace.unregister(this);
+    return this.connection.call('releaseTrace', this.id);
   }
 }

@@ -21,6 +21,11 @@ export class Model {
   }
 
   /** Throws when the checkpoint has no tokenizer (`info().hasTokenizer`). */
+  /** `userText` as one user turn of the model's chat template (ChatML), ready to encode. */
+  chatPrompt(userText: string): string {
+    return this.raw.chatPrompt(userText);
+  }
+
   encode(text: string): Uint32Array {
     return this.raw.encode(text);
   }

@@ -19,6 +19,7 @@ export interface Operations {
   init: { args: [options: InitOptions]; result: Backend };
   load: { args: [files: ModelFiles]; result: ModelInfo };
   info: { args: []; result: ModelInfo };
+  chatPrompt: { args: [userText: string]; result: string };
   encode: { args: [text: string]; result: Uint32Array };
   decode: { args: [ids: Uint32Array]; result: string };
   tokenStrings: { args: [ids: Uint32Array]; result: string[] };

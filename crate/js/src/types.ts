@@ -19,14 +19,20 @@ export interface ModelInfo {
   architecture: string;
   nLayer: number;
   nHead: number;
+  /** Key/value heads: fewer than `nHead` under grouped-query attention (LLaMA). */
+  nKvHead: number;
   dModel: number;
   dFf: number;
   vocabSize: number;
   /** Longest token sequence the model accepts (`n_positions`). */
   contextLength: number;
   nParams: number;
+  /** Bytes the weights occupy in memory (quantized weights stay quantized). */
+  memoryBytes: number;
   /** False when the checkpoint had no tokenizer files: use token ids then. */
   hasTokenizer: boolean;
+  /** True when `chatPrompt` can wrap text in the model's chat template (e.g. ChatML). */
+  hasChatTemplate: boolean;
   /** Every hook this model can capture, layer by layer. */
   hooks: HookName[];
 }

@@ -53,6 +53,7 @@ const handlers: Handlers = {
     return model.info();
   },
   info: () => loadedModel().info(),
+  chatPrompt: (userText) => loadedModel().chatPrompt(userText),
   encode: (text) => loadedModel().encode(text),
   decode: (ids) => loadedModel().decode(ids),
   tokenStrings: (ids) => loadedModel().tokenStrings(ids),

@@ -34,10 +34,18 @@ export interface SamplingParams { temperature: number; topK?: number; topP?: num
 export interface TensorData { shape: number[]; data: Float32Array; }
 export interface TokenProb { id: number; prob: number; }
 export interface ModelInfo {
-  architecture: string; nLayer: number; nHead: number; dModel: number; dFf: number;
-  vocabSize: number; contextLength: number; nParams: number; hasTokenizer: boolean; hooks: string[];
+  architecture: string; nLayer: number; nHead: number; nKvHead: number; dModel: number; dFf: number;
+  vocabSize: number; contextLength: number; nParams: number; memoryBytes: number;
+  hasTokenizer: boolean; hasChatTemplate: boolean; hooks: string[];
 }
 "#;
+
+/// Threads the kernels run on: the size of rayon's pool (1 in the single-thread build, `n` after
+/// `initThreadPool(n)`), so the page reports what actually runs rather than what it asked for.
+#[wasm_bindgen(js_name = threadCount)]
+pub fn thread_count() -> usize {
+    rayon::current_num_threads()
+}
 
 /// Runs when the module is instantiated: panics then reach the console with their message
 /// instead of an opaque `unreachable` trap.

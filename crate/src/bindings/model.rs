@@ -24,19 +24,25 @@ struct ModelInfo {
     architecture: &'static str,
     n_layer: usize,
     n_head: usize,
+    n_kv_head: usize,
     d_model: usize,
     d_ff: usize,
     vocab_size: usize,
     context_length: usize,
     n_params: usize,
+    /// Bytes the weights occupy in memory (quantized blocks stay quantized).
+    memory_bytes: usize,
     has_tokenizer: bool,
+    /// Whether [`Model::chat_prompt`] can wrap text in the model's chat template.
+    has_chat_template: bool,
     hooks: Vec<String>,
 }
 
 #[wasm_bindgen]
 impl Model {
-    /// Parses and checks a checkpoint from its files' bytes by name: `config.json`, one
-    /// `*.safetensors`, and optionally `tokenizer.json` or `vocab.json` + `merges.txt`.
+    /// Parses and checks a checkpoint from its files' bytes by name: one `*.gguf`, or
+    /// `config.json`, one `*.safetensors`, and optionally `tokenizer.json` or `vocab.json` +
+    /// `merges.txt`.
     pub fn load(#[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: &JsValue) -> Result<Model, JsError> {
         let not_files = || JsError::new("Model.load takes an object mapping file names to Uint8Arrays");
         // Any non-null object will do (not only `instanceof Object`: prototype-less or other realms').
@@ -67,14 +73,24 @@ impl Model {
             architecture: c.arch.name(),
             n_layer: c.n_layer,
             n_head: c.n_head,
+            n_kv_head: c.n_kv_head,
             d_model: c.d_model,
             d_ff: c.d_ff,
             vocab_size: c.vocab_size,
             context_length: c.n_ctx,
             n_params: model.weights.n_params(),
+            memory_bytes: model.weights.memory_bytes(),
             has_tokenizer: self.checkpoint.tokenizer.is_some(),
+            has_chat_template: self.checkpoint.tokenizer.as_ref().is_some_and(|t| t.chat_template().is_some()),
             hooks: Hook::all(c).iter().map(Hook::to_string).collect(),
         })
+    }
+
+    /// `userText` wrapped as one user turn of the model's chat template (ChatML for SmolLM2,
+    /// default system prompt included), ready to encode; an error when the model has none.
+    #[wasm_bindgen(js_name = chatPrompt)]
+    pub fn chat_prompt(&self, user_text: &str) -> Result<String, JsError> {
+        Ok(self.tokenizer()?.chatml(user_text)?)
     }
 
     /// Token ids of `text`; an error when the checkpoint has no tokenizer.

@@ -1,7 +1,6 @@
 // Paints one head's causal attention map into ImageData: one pixel per (query row, key column),
 // coloured through the theme's colormap; cells above the diagonal (masked) stay transparent so
 // the triangle reads at a glance.
-import { weight } from './analysis.ts';
 import { Colormap } from './colormap.ts';
 
 export type AttentionScale = 'linear' | 'sqrt';
@@ -28,5 +27,3 @@ export function paintAttention(
     }
   }
 }
-
-export { weight };

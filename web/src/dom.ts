@@ -1,12 +1,13 @@
 // A few DOM helpers so the views read as markup, plus the number and token formats the page shares.
 
-type Attributes = Record<string, string | number | boolean | undefined>;
+/** Attribute values; a function under an `on…` name is an event listener. */
+type Attributes = Record<string, string | number | boolean | undefined | ((event: never) => void)>;
 type Child = Node | string | null | undefined | false;
 
 /** `h('button', { class: 'x', onclick }, 'Label')`: attributes, `on*` listeners, then children. */
 export function h<K extends keyof HTMLElementTagNameMap>(
   tag: K,
-  attributes: Attributes & { [event: `on${string}`]: unknown } = {},
+  attributes: Attributes = {},
   ...children: Child[]
 ): HTMLElementTagNameMap[K] {
   const element = document.createElement(tag);
@@ -20,13 +21,6 @@ export function h<K extends keyof HTMLElementTagNameMap>(
     }
   }
   element.append(...children.filter((child): child is Node | string => child !== null && child !== undefined && child !== false));
-  return element;
-}
-
-/** The element with `data-testid` (every view has one); throws if the page lacks it. */
-export function byTestId<T extends HTMLElement = HTMLElement>(id: string, root: ParentNode = document): T {
-  const element = root.querySelector<T>(`[data-testid="${id}"]`);
-  if (!element) throw new Error(`the page has no [data-testid="${id}"]`);
   return element;
 }
 
@@ -61,4 +55,21 @@ export function formatMs(ms: number): string {
 /** A token as the page shows it: spaces as `·` so " the" and "the" differ at a glance. */
 export function tokenText(label: string): string {
   return label.replaceAll(' ', '·');
+}
+
+/** A theme colour or font from the stylesheet's custom properties, for canvas drawing. */
+export function cssVar(name: string): string {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+}
+
+/** Calls `callback` when `element`'s width changes (not its height, which a redraw may change). */
+export function onWidthChange(element: Element, callback: () => void): void {
+  let width = -1;
+  new ResizeObserver(([entry]) => {
+    const next = Math.round(entry!.contentRect.width);
+    if (next !== width) {
+      width = next;
+      callback();
+    }
+  }).observe(element);
 }

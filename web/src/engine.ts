@@ -5,7 +5,7 @@ import { createWorkerClient, type Backend, type GptlensWorker, type HookName, ty
 import { analyse, viewHooks, type Analysis, type NextToken } from './analysis.ts';
 
 /** Candidates listed in the next-token view. */
-export const SHOWN_CANDIDATES = 12;
+const SHOWN_CANDIDATES = 12;
 /** Survivors counted exactly up to this many; beyond, the view says "at least". */
 const SURVIVOR_LIMIT = 1000;
 
@@ -33,9 +33,12 @@ export class Engine {
     this.capture = viewHooks(info);
   }
 
-  /** Starts a Worker and loads `files` into it (their buffers move there); throws what is wrong with them. */
-  static async load(files: ModelFiles): Promise<Engine> {
-    const client = await createWorkerClient();
+  /**
+   * Starts a Worker and loads `files` into it (their buffers move there); throws what is wrong
+   * with them. `threads` as in the package's `init` (default: one per core).
+   */
+  static async load(files: ModelFiles, threads: number | undefined): Promise<Engine> {
+    const client = await createWorkerClient(threads === undefined ? {} : { threads });
     try {
       const info = await client.load(files, { transfer: true });
       return new Engine(client, info, await client.session());
@@ -74,7 +77,10 @@ export class Engine {
 
   /** The most probable next tokens, and which of them the sampling settings keep. */
   async predict(trace: WorkerTrace, sampling: SamplingParams): Promise<NextToken> {
-    const [top, kept] = await Promise.all([trace.topK(SHOWN_CANDIDATES), trace.topK(SURVIVOR_LIMIT, sampling)]);
+    // Each topK ranks the whole vocabulary: ask once when the settings change nothing.
+    const unfiltered = sampling.temperature === 1 && sampling.topK === undefined && sampling.topP === undefined;
+    const kept = await trace.topK(SURVIVOR_LIMIT, sampling);
+    const top = unfiltered ? kept.slice(0, SHOWN_CANDIDATES) : await trace.topK(SHOWN_CANDIDATES);
     const keptProb = new Map(kept.map(({ id, prob }) => [id, prob]));
     const labels = await this.labels(top.map(({ id }) => id));
     return {
@@ -110,7 +116,7 @@ export class Engine {
 function parseIds(text: string, vocabSize: number): Uint32Array {
   const words = text.split(/[\s,]+/).filter(Boolean);
   const ids = words.map(Number);
-  const bad = words.find((word, i) => !(Number.isInteger(ids[i]) && ids[i]! >= 0 && ids[i]! < vocabSize));
+  const bad = words.find((_, i) => !(Number.isInteger(ids[i]) && ids[i]! >= 0 && ids[i]! < vocabSize));
   if (bad !== undefined) {
     throw new PromptError(`This model has no tokenizer: type token ids from 0 to ${vocabSize - 1} (“${bad}” is not one).`);
   }

@@ -14,7 +14,7 @@ function message(error: unknown): string {
 export class Live {
   private readonly clock = new RedrawClock();
   /** The tokens the views show, and the trace they came from (kept for sampling questions). */
-  private tokens = new Uint32Array();
+  private tokens: Uint32Array = new Uint32Array();
   private trace: WorkerTrace | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly runPrompt = coalesceLatest((text: string, keystroke: number | undefined) =>
@@ -83,12 +83,13 @@ export class Live {
     const engine = this.engine;
     if (!engine) return;
     try {
+      const started = performance.now();
       const tokens = await engine.tokenize(text);
       if (tokens.length === 0) {
         this.clear();
         return;
       }
-      await this.show(engine, tokens, keystroke);
+      await this.show(engine, tokens, keystroke, performance.now() - started);
     } catch (error) {
       if (engine !== this.engine) return; // the model changed meanwhile; its successor reruns the prompt
       this.store.set({ promptError: error instanceof PromptError ? error.message : `The engine failed: ${message(error)}` });
@@ -102,16 +103,18 @@ export class Live {
     try {
       if (this.tokens.length >= engine.info.contextLength) throw new PromptError('The context is full.');
       const tokens = Uint32Array.of(...this.tokens, await next(engine));
-      await this.show(engine, tokens, undefined);
+      await this.show(engine, tokens, undefined, undefined);
       this.store.set({ prompt: await engine.detokenize(tokens) });
     } catch (error) {
       this.store.set({ promptError: message(error), generating: false });
     }
   }
 
-  private async show(engine: Engine, tokens: Uint32Array, keystroke: number | undefined): Promise<void> {
+  private async show(engine: Engine, tokens: Uint32Array, keystroke: number | undefined, tokenizeMs: number | undefined): Promise<void> {
     const { trace, analysis, forwardMs } = await engine.run(tokens);
+    const predictStart = performance.now();
     const next = await engine.predict(trace, this.store.state.sampling);
+    const predictMs = performance.now() - predictStart;
     if (engine !== this.engine) {
       void trace.release();
       return;
@@ -128,7 +131,7 @@ export class Live {
       query: query !== undefined && query < tokens.length ? query : undefined,
     });
     const drawMs = performance.now() - drawStart;
-    const latest = { forwardMs, drawMs, computed: analysis.computed, tokens: tokens.length };
+    const latest = { tokenizeMs, forwardMs, predictMs, drawMs, computed: analysis.computed, tokens: tokens.length };
     this.store.set({ redraw: this.clock.stats(latest) });
     // Not awaited: the next forward pass need not wait for this paint.
     if (keystroke !== undefined) {

@@ -3,15 +3,17 @@
 import { formatBytes } from './dom.ts';
 import { Engine } from './engine.ts';
 import { readSource, type ModelSource } from './model-files.ts';
-import type { Store } from './store.ts';
+import type { LoadedModel, Store } from './store.ts';
 
 export class Loader {
   /** Only the newest load may replace the model: a slow earlier one that finishes later is dropped. */
   private latest = 0;
 
+  /** `loaded` puts the new model into the state; the previous model's Worker stops after it. */
   constructor(
     private readonly store: Store,
-    private readonly loaded: () => void,
+    private readonly loaded: (model: LoadedModel) => void,
+    private readonly threads: number | undefined,
   ) {}
 
   /** `source` may be a function that throws (a bad file set): that failure is reported like any other. */
@@ -28,15 +30,14 @@ export class Loader {
       const bytes = Object.values(files).reduce((sum, file) => sum + file.byteLength, 0);
       this.store.set({ loading: { label: `Checking and loading ${name} (${formatBytes(bytes)})`, fraction: undefined } });
       const started = performance.now();
-      const engine = await Engine.load(files);
+      const engine = await Engine.load(files, this.threads);
       if (ticket !== this.latest) {
         engine.dispose();
         return;
       }
       const previous = this.store.state.model;
-      this.store.set({ model: { engine, name, bytes, loadMs: performance.now() - started }, loading: undefined });
+      this.loaded({ engine, id: resolved.id, name, bytes, loadMs: performance.now() - started });
       previous?.engine.dispose();
-      this.loaded();
     } catch (error) {
       if (ticket !== this.latest) return;
       const reason = (error instanceof Error ? error.message : String(error)).replace(/\.$/, '');

@@ -10,6 +10,8 @@ export interface FileSource {
 }
 
 export interface ModelSource {
+  /** The catalog entry's id, for models the server lists. */
+  id?: string;
   name: string;
   /** Total size when known up front (catalog, local files), for the progress bar. */
   bytes: number | undefined;
@@ -40,6 +42,7 @@ function fetched(url: string, optional = false): FileSource['open'] {
 
 export function catalogSource(model: CatalogModel): ModelSource {
   return {
+    id: model.id,
     name: model.name,
     bytes: model.bytes,
     files: Object.entries(model.files).map(([name, url]) => ({ name, open: fetched(url) })),

@@ -3,35 +3,43 @@
 // paint of views that include it; keystrokes that were coalesced into one forward pass are all
 // answered by that paint, and the earliest of them gives the (worst) number recorded.
 
-export const INPUT_MARK = 'gptlens:keystroke';
-export const REDRAW_MEASURE = 'gptlens:keystroke→redraw';
+const INPUT_MARK = 'gptlens:keystroke';
+const REDRAW_MEASURE = 'gptlens:keystroke→redraw';
 
 export interface RedrawStats {
   count: number;
   lastMs: number | undefined;
   medianMs: number | undefined;
   p95Ms: number | undefined;
-  /** Forward pass round trip and synchronous view update of the latest redraw. */
+  /** Where the latest redraw's time went: worker round trips (tokenize, forward pass, next-token
+   * query) and the synchronous update of every view. */
+  tokenizeMs: number | undefined;
   forwardMs: number | undefined;
+  predictMs: number | undefined;
   drawMs: number | undefined;
   /** Positions computed by the latest run, of `tokens` (the rest reused from the session's cache). */
   computed: number | undefined;
   tokens: number | undefined;
 }
 
+/** The latest redraw's own numbers, which `RedrawClock.stats` joins to the keystroke statistics. */
+export type Latest = Pick<RedrawStats, 'tokenizeMs' | 'forwardMs' | 'predictMs' | 'drawMs' | 'computed' | 'tokens'>;
+
 export const NO_REDRAWS: RedrawStats = {
   count: 0,
   lastMs: undefined,
   medianMs: undefined,
   p95Ms: undefined,
+  tokenizeMs: undefined,
   forwardMs: undefined,
+  predictMs: undefined,
   drawMs: undefined,
   computed: undefined,
   tokens: undefined,
 };
 
 /** Resolves after the browser has painted the current DOM (the task after the next frame). */
-export function nextPaint(): Promise<void> {
+function nextPaint(): Promise<void> {
   return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
 }
 
@@ -68,7 +76,7 @@ export class RedrawClock {
     this.samples.length = 0;
   }
 
-  stats(latest: Pick<RedrawStats, 'forwardMs' | 'drawMs' | 'computed' | 'tokens'>): RedrawStats {
+  stats(latest: Latest): RedrawStats {
     const sorted = [...this.samples].sort((a, b) => a - b);
     const has = sorted.length > 0;
     return {

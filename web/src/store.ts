@@ -1,6 +1,7 @@
 // The page's state in one place. Views subscribe and look at which keys changed, so a slider
 // move repaints the bars but not 270 attention maps.
 import type { Analysis, NextToken } from './analysis.ts';
+import type { AttentionScale } from './attention-paint.ts';
 import type { Engine } from './engine.ts';
 import type { RedrawStats } from './perf.ts';
 import type { Theme } from './theme.ts';
@@ -8,6 +9,8 @@ import type { SamplingParams } from 'gptlens';
 
 export interface LoadedModel {
   engine: Engine;
+  /** Catalog id, when the model came from the server's list. */
+  id: string | undefined;
   name: string;
   bytes: number;
   loadMs: number;
@@ -39,7 +42,7 @@ export interface State {
   query: number | undefined;
   head: HeadRef;
   /** Attention colour scale: `sqrt` lifts small weights out of the dark. */
-  attentionScale: 'linear' | 'sqrt';
+  attentionScale: AttentionScale;
   sampling: SamplingParams;
   generating: boolean;
   redraw: RedrawStats;

@@ -1,0 +1,295 @@
+// The live page (web/) as a person uses it, in headless Chromium on the built page served by Vite
+// with COOP/COEP: load the fixture model, type a prompt key by key, and check each view against
+// the engine itself (the npm package called directly in Node). Saves screenshots of every view,
+// wide and narrow, dark and light, under tests/output/web/, and prints the measured
+// keystroke → redraw times (the fixture's, and SmolLM2's when assets/models has it).
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile } from 'node:fs/promises';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { init, Model } from 'gptlens';
+import { launchChromium } from '../support/browser.mjs';
+import { servePage } from './page-server.mjs';
+
+const repo = fileURLToPath(new URL('../..', import.meta.url));
+const shots = `${repo}/tests/output/web`;
+const FIXTURE = 'fixtures/gpt2-tiny-f32';
+const SMOLLM = 'assets/SmolLM2-135M-Instruct.Q4_1.gguf';
+const PROMPT = 'When Mary and John went to the store, John gave a drink to';
+const SIZES = { wide: { width: 1280, height: 800 }, narrow: { width: 420, height: 900 } };
+
+let server;
+let browser;
+let engine; // the package in Node, on the same fixture files
+before(async () => {
+  [server, browser] = await Promise.all([servePage(), launchChromium(), mkdir(shots, { recursive: true })]);
+  const dir = `${repo}/tests/fixtures/gpt2-tiny-f32`;
+  const names = ['config.json', 'model.safetensors', 'tokenizer.json'];
+  const bytes = await Promise.all(names.map((name) => readFile(`${dir}/${name}`)));
+  await init();
+  engine = Model.load(Object.fromEntries(names.map((name, i) => [name, new Uint8Array(bytes[i])])));
+});
+after(() => Promise.all([browser?.close(), server?.close()]));
+
+/** Opens the page on `model` with `prompt` already in the box; resolves once every view shows it. */
+async function openPage({ model = FIXTURE, prompt = '', theme = 'dark', size = SIZES.wide } = {}) {
+  const page = await browser.newPage({ viewport: size });
+  page.on('pageerror', (error) => console.error(`[page] ${error.message}`));
+  page.on('console', (message) => message.type() === 'error' && console.error(`[page] ${message.text()}`));
+  const query = new URLSearchParams({ model, theme, prompt });
+  await page.goto(`${server.url}/?${query}`);
+  await page.locator('[data-field=model]').waitFor({ timeout: 180_000 });
+  if (prompt) await page.locator('[data-testid=candidate]').first().waitFor();
+  return page;
+}
+
+const field = (page, name) => page.locator(`[data-field=${name}]`).innerText();
+const chipIds = (page) => page.locator('[data-testid=tokens] .chip-id').allInnerTexts();
+
+/** Types `text` one key at a time, like a person, and waits until the chips show its tokens. */
+async function typePrompt(page, text, expectedIds) {
+  const box = page.getByTestId('prompt');
+  await box.click();
+  await box.press('End');
+  await box.pressSequentially(text, { delay: 20 });
+  await page.waitForFunction(
+    (ids) => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join() === ids,
+    expectedIds.join(),
+  );
+}
+
+/** Per canvas of the attention grid: its size and how many of its pixels are painted. */
+function gridCanvases(page) {
+  return page.getByTestId('attention-grid').locator('canvas').evaluateAll((canvases) =>
+    canvases.map((canvas) => {
+      const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+      let painted = 0;
+      for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted++;
+      return { width: canvas.width, height: canvas.height, painted };
+    }),
+  );
+}
+
+function candidates(page) {
+  return page.getByTestId('candidate').evaluateAll((rows) =>
+    rows.map((row) => ({ id: Number(row.dataset.id), prob: Number(row.dataset.prob), sampled: Number(row.dataset.sampled) })),
+  );
+}
+
+test('typing a prompt shows its tokens, a map per head, and the next token', async () => {
+  const page = await openPage();
+  const tokens = engine.encode(PROMPT);
+  await typePrompt(page, PROMPT, [...tokens]);
+  const { nLayer, nHead } = engine.info();
+  const canvases = await gridCanvases(page);
+  assert.equal(canvases.length, nLayer * nHead, 'one canvas per layer × head');
+  for (const [i, canvas] of canvases.entries()) {
+    assert.equal(canvas.width, tokens.length, `canvas ${i} has one pixel per token`);
+    // The causal triangle, diagonal included, is painted; the masked part stays transparent.
+    assert.equal(canvas.painted, (tokens.length * (tokens.length + 1)) / 2, `canvas ${i} is painted`);
+  }
+  assert.match(await page.getByTestId('prompt').inputValue(), /drink to$/);
+  assert.match(await page.getByTestId('layernorm').innerText(), /through the depth/);
+  assert.equal(await page.getByTestId('candidate').count(), 12);
+  await page.close();
+});
+
+test('the probabilities shown sum to at most 1 and equal the engine’s', async () => {
+  const page = await openPage({ prompt: PROMPT });
+  const trace = engine.run(engine.encode(PROMPT), []);
+  const shown = await candidates(page);
+  const sum = shown.reduce((total, { prob }) => total + prob, 0);
+  assert.ok(sum <= 1 + 1e-6, `shown probabilities sum to ${sum}`);
+  const expected = trace.topK(shown.length);
+  assert.deepEqual(shown.map(({ id }) => id), expected.map(({ id }) => id), 'the same tokens, in the same order');
+  for (const [i, { prob }] of shown.entries()) assert.ok(Math.abs(prob - expected[i].prob) <= 1e-5, `candidate ${i}: ${prob} vs ${expected[i].prob}`);
+
+  // Filters: temperature 0.5 and top-k 3 leave three tokens, renormalised as the engine does.
+  await page.getByLabel('temperature').fill('0.5');
+  await page.getByLabel('top-k').fill('3');
+  await page.getByTestId('survivors').filter({ hasText: 'temperature 0.5, top-k 3: 3 of' }).waitFor();
+  const filtered = await candidates(page);
+  const kept = trace.topK(12, { temperature: 0.5, topK: 3 });
+  assert.equal(filtered.filter(({ sampled }) => sampled > 0).length, 3);
+  for (const [i, { sampled }] of filtered.slice(0, 3).entries()) assert.ok(Math.abs(sampled - kept[i].prob) <= 1e-5);
+  assert.ok(filtered.reduce((total, { sampled }) => total + sampled, 0) <= 1 + 1e-6);
+  assert.equal(await page.locator('.candidate.filtered').count(), 9, 'the other candidates are shown filtered out');
+  trace.free();
+  await page.close();
+});
+
+test('a bad file shows a clear error and the previous model stays loaded', async () => {
+  const page = await openPage({ prompt: 'The' });
+  const files = page.getByTestId('model-files');
+  await files.setInputFiles({ name: 'broken.gguf', mimeType: 'application/octet-stream', buffer: Buffer.from('GGUF but not really') });
+  const error = page.getByTestId('model-error');
+  await error.waitFor();
+  assert.match(await error.innerText(), /Could not load broken\.gguf: .+ Still showing gpt2-tiny-f32\./);
+  await page.screenshot({ path: `${shots}/load-error.png` });
+
+  await files.setInputFiles({ name: 'model.safetensors', mimeType: 'application/octet-stream', buffer: Buffer.alloc(16) });
+  await page.getByTestId('model-error').filter({ hasText: 'expected a .gguf file, or config.json with one .safetensors file' }).waitFor();
+
+  assert.equal(await field(page, 'model'), 'gpt2-tiny-f32\ngpt2 · 2 layers × 4 heads · d 64 · vocab 513 · context 64');
+  await typePrompt(page, ' tokenizer', [...engine.encode('The tokenizer')]); // the old model still answers
+  await page.close();
+});
+
+test('a model loads from a URL and from dropped files; a URL that fails keeps the model', async () => {
+  const page = await openPage({ prompt: 'The' });
+  const url = page.getByTestId('model-url');
+  await url.fill(`${server.url}/models/fixtures/llama-tiny-q/model.gguf`);
+  await url.press('Enter');
+  await page.locator('[data-field=model]').filter({ hasText: /^model\.gguf\s*llama · 2 layers × 4 heads \(2 key\/value\)/ }).waitFor();
+  await page.getByTestId('candidate').first().waitFor();
+  assert.equal((await gridCanvases(page)).length, 8);
+  assert.match(await page.getByTestId('layernorm').innerText(), /RMSNorm/);
+
+  await url.fill(`${server.url}/models/fixtures/no-such-model.gguf`);
+  await url.press('Enter');
+  await page.getByTestId('model-error').filter({ hasText: /answered 404.* Still showing model\.gguf\./ }).waitFor();
+
+  // Dropping a config.json + model.safetensors + tokenizer.json set anywhere on the page.
+  await page.evaluate(async () => {
+    const files = new DataTransfer();
+    for (const name of ['config.json', 'model.safetensors', 'tokenizer.json']) {
+      const bytes = await (await fetch(`/models/fixtures/gpt2-tiny-f32/${name}`)).blob();
+      files.items.add(new File([bytes], name));
+    }
+    document.body.dispatchEvent(new DragEvent('drop', { dataTransfer: files, bubbles: true, cancelable: true }));
+  });
+  await page.locator('[data-field=model]').filter({ hasText: /^model\.safetensors\s*gpt2 · 2 layers/ }).waitFor();
+  assert.equal(await page.getByTestId('model-error').isHidden(), true, 'a successful load clears the old error');
+  await page.close();
+});
+
+test('the page runs the engine on threads when it is cross-origin isolated', async (t) => {
+  if (!existsSync(`${repo}/crate/js/wasm/mt/gptlens_bg.wasm`)) {
+    t.skip('no threaded wasm build (scripts/setup.sh found no nightly toolchain)');
+    return;
+  }
+  const page = await openPage();
+  assert.equal(await page.evaluate(() => crossOriginIsolated), true);
+  assert.match(await field(page, 'isolation'), /^yes/);
+  const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+  const threads = await field(page, 'threads');
+  if (cores < 2) assert.match(threads, /^1\n.*hardwareConcurrency is 1/);
+  else assert.match(threads, new RegExp(`^${cores}\\nmulti-thread: ${cores} threads \\(page is crossOriginIsolated\\)`));
+  await page.close();
+});
+
+test('step appends one token, generate streams several, the views follow', async () => {
+  const page = await openPage({ prompt: 'The' });
+  const before = (await chipIds(page)).length;
+  await page.getByTestId('step').click();
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, before + 1);
+  await page.getByLabel('Tokens to generate').fill('4');
+  await page.getByTestId('generate').click();
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, before + 5);
+  await page.getByTestId('generate').filter({ hasText: 'Generate' }).waitFor();
+  const canvases = await gridCanvases(page);
+  assert.ok(canvases.every(({ width }) => width === before + 5), 'the attention maps grew with the tokens');
+  // Clicking a candidate appends exactly that token.
+  const first = (await candidates(page))[0];
+  await page.getByTestId('candidate').first().click();
+  await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] .chip:last-child .chip-id')?.textContent === id, String(first.id));
+  await page.close();
+});
+
+test('picking a query token highlights its row in every view', async () => {
+  const page = await openPage({ prompt: PROMPT });
+  await page.locator('[data-testid=tokens] .chip').nth(5).click();
+  assert.equal(await page.locator('[data-testid=tokens] .chip[aria-pressed=true]').count(), 1);
+  assert.ok(await page.getByTestId('attention-grid').evaluate((grid) => grid.classList.contains('has-query')));
+  assert.equal(await page.getByTestId('attention-grid').evaluate((grid) => grid.style.getPropertyValue('--query')), '5');
+  assert.match(await page.getByTestId('layernorm').innerText(), /Token 5 /);
+  await page.close();
+});
+
+/** The smallest rectangle holding both boxes. */
+function union(a, b) {
+  const x = Math.min(a.x, b.x);
+  const y = Math.min(a.y, b.y);
+  return { x, y, width: Math.max(a.x + a.width, b.x + b.width) - x, height: Math.max(a.y + a.height, b.y + b.height) - y };
+}
+
+/** Every view of one page, as separate pictures, plus the whole page. */
+async function screenshotViews(page, name) {
+  await page.screenshot({ path: `${shots}/${name}-page.png`, fullPage: true });
+  for (const view of ['prompt', 'tokens', 'attention-grid', 'attention-detail', 'layernorm', 'next-token', 'diagnostics']) {
+    await page.getByTestId(view).screenshot({ path: `${shots}/${name}-${view}.png` });
+  }
+}
+
+for (const theme of ['dark', 'light']) {
+  for (const [sizeName, size] of Object.entries(SIZES)) {
+    test(`screenshots: ${theme}, ${sizeName} (${size.width}×${size.height})`, async () => {
+      const page = await openPage({ prompt: PROMPT, theme, size });
+      await page.locator('[data-testid=tokens] .chip').nth(9).click();
+      await page.getByLabel('top-p').fill('0.3');
+      await page.getByTestId('survivors').filter({ hasText: 'top-p 0.3' }).waitFor();
+      await screenshotViews(page, `${theme}-${sizeName}`);
+      // The large map with the weight under the pointer, then the lines view.
+      const map = page.getByTestId('attention-detail').locator('canvas');
+      const { width, height } = await map.boundingBox();
+      await map.hover({ position: { x: width * 0.6, y: height * 0.55 } });
+      const tooltip = page.locator('.tooltip:not([hidden])');
+      await tooltip.waitFor();
+      await page.screenshot({ path: `${shots}/${theme}-${sizeName}-map-hover.png`, clip: union(await map.boundingBox(), await tooltip.boundingBox()) });
+      await page.getByRole('button', { name: 'Lines' }).click();
+      await page.getByTestId('attention-detail').locator('canvas.lines').waitFor();
+      await page.getByTestId('attention-detail').screenshot({ path: `${shots}/${theme}-${sizeName}-lines.png` });
+      await page.close();
+    });
+  }
+}
+
+/**
+ * Picks `model` in the model list, types `text` key by key, and returns the page's measures. A
+ * large model loads long enough to photograph its progress bar (`loadingShot`).
+ */
+async function measureTyping(model, text, { loadingShot = false } = {}) {
+  const page = await openPage({ prompt: 'The' });
+  const name = model.split('/').pop();
+  await page.getByTestId('model-select').selectOption(model);
+  if (loadingShot) {
+    await page.getByTestId('model-progress').waitFor();
+    await page.locator('#status').screenshot({ path: `${shots}/loading-${name}.png` });
+  }
+  await page.getByTestId('model-progress').waitFor({ state: 'hidden', timeout: 180_000 });
+  await page.locator('[data-field=forward]').waitFor();
+  const box = page.getByTestId('prompt');
+  await box.click();
+  await box.press('End');
+  await box.pressSequentially(text, { delay: 150 });
+  await page.waitForFunction(() => performance.getEntriesByName('gptlens:keystroke→redraw').length > 0);
+  await page.waitForTimeout(1500); // the last keystrokes' redraws
+  const durations = await page.evaluate(() => performance.getEntriesByName('gptlens:keystroke→redraw').map(({ duration }) => duration));
+  const stages = await field(page, 'stages');
+  const size = await field(page, 'size');
+  await page.screenshot({ path: `${shots}/typing-${name}.png`, fullPage: true });
+  await page.close();
+  const sorted = [...durations].sort((a, b) => a - b);
+  const at = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))].toFixed(1);
+  return { count: sorted.length, median: at(0.5), p95: at(0.95), max: sorted.at(-1).toFixed(1), stages: stages.replace(/\n.*/s, ''), size };
+}
+
+const TYPED = ' quick brown fox jumps over the lazy dog';
+
+test('keystroke → redraw on the fixture model', async () => {
+  const result = await measureTyping(FIXTURE, TYPED);
+  console.log(`keystroke → redraw, gpt2-tiny-f32: median ${result.median} ms, p95 ${result.p95} ms, max ${result.max} ms over ${result.count} redraws; last: ${result.stages}`);
+  assert.ok(result.count > 10, 'most keystrokes got their own redraw');
+  assert.ok(Number(result.median) < 250, `median ${result.median} ms`);
+});
+
+test('keystroke → redraw on SmolLM2-135M', async (t) => {
+  if (!existsSync(`${repo}/assets/models/SmolLM2-135M-Instruct.Q4_1.gguf`)) {
+    t.skip('assets/models has no SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-smollm.sh fetches it)');
+    return;
+  }
+  const result = await measureTyping(SMOLLM, TYPED, { loadingShot: true });
+  console.log(`keystroke → redraw, SmolLM2-135M: median ${result.median} ms, p95 ${result.p95} ms, max ${result.max} ms over ${result.count} redraws; last: ${result.stages}; ${result.size.replace('\n', ', ')}`);
+  assert.ok(result.count > 0);
+});

@@ -1,0 +1,71 @@
+// How the engine runs here: which wasm build and why, isolation, the model, and the timings of
+// the latest redraw (keystroke → views painted, with the forward pass and the drawing in it).
+import { formatBytes, formatCount, formatMs, h } from '../dom.ts';
+import { touched, type State, type Store } from '../store.ts';
+
+const webgpu = 'gpu' in navigator ? 'available in this browser (the engine runs on the CPU)' : 'not available in this browser';
+
+export function mountDiagnostics(root: HTMLElement, store: Store): void {
+  const list = h('dl', { class: 'facts' });
+  root.append(h('header', { class: 'panel-head' }, h('h2', {}, 'Diagnostics')), list);
+
+  const fact = (field: string, label: string, value: string, detail?: string) => [
+    h('dt', {}, label),
+    h('dd', { 'data-field': field }, value, detail ? h('small', {}, detail) : null),
+  ];
+
+  const render = (state: Readonly<State>) => {
+    const { model, redraw } = state;
+    const rows = [
+      fact('isolation', 'cross-origin isolated', crossOriginIsolated ? 'yes' : 'no', crossOriginIsolated ? undefined : 'threads need COOP/COEP headers'),
+      fact('webgpu', 'WebGPU', webgpu),
+    ];
+    if (model) {
+      const { backend, info } = model.engine;
+      rows.unshift(
+        fact('simd', 'SIMD128', backend.simd ? 'yes' : 'no'),
+        fact('threads', 'threads', String(backend.threads), backend.reason),
+      );
+      rows.push(
+        fact(
+          'model',
+          'model',
+          model.name,
+          `${info.architecture} · ${info.nLayer} layers × ${info.nHead} heads${info.nKvHead < info.nHead ? ` (${info.nKvHead} key/value)` : ''} · d ${info.dModel} · vocab ${formatCount(info.vocabSize)} · context ${info.contextLength}`,
+        ),
+        fact(
+          'size',
+          'size',
+          `${formatBytes(model.bytes)} · ${formatCount(info.nParams)} parameters`,
+          `${formatBytes(info.memoryBytes)} of weights in memory · loaded in ${formatMs(model.loadMs)}`,
+        ),
+      );
+    }
+    if (redraw.forwardMs !== undefined) {
+      rows.push(
+        fact('forward', 'last forward', formatMs(redraw.forwardMs), `${redraw.computed} of ${redraw.tokens} tokens computed, the rest reused from the session (round trip, tensors included)`),
+        fact(
+          'stages',
+          'redraw stages',
+          `${redraw.tokenizeMs === undefined ? '' : `tokenize ${formatMs(redraw.tokenizeMs)} · `}forward ${formatMs(redraw.forwardMs)} · next token ${formatMs(redraw.predictMs!)} · views ${formatMs(redraw.drawMs!)}`,
+          'worker round trips, then the synchronous update of every view',
+        ),
+      );
+    }
+    if (redraw.count > 0) {
+      rows.push(
+        fact(
+          'redraw',
+          'keystroke → redraw',
+          formatMs(redraw.lastMs!),
+          `median ${formatMs(redraw.medianMs!)} · p95 ${formatMs(redraw.p95Ms!)} · ${redraw.count} keystroke${redraw.count === 1 ? '' : 's'}`,
+        ),
+      );
+    }
+    list.replaceChildren(...rows.flat());
+  };
+
+  store.subscribe((state, changed) => {
+    if (touched(changed, 'model', 'redraw')) render(state);
+  });
+}

@@ -61,6 +61,12 @@ export class Engine {
     return tokens;
   }
 
+  /** `text` as one user turn of the model's chat template (ChatML): markers and all, so the
+   * reader sees exactly what the instruct model was trained on. */
+  chatPrompt(text: string): Promise<string> {
+    return this.client.chatPrompt(text);
+  }
+
   /** Token ids → the text the prompt box shows after a step. */
   async detokenize(tokens: Uint32Array): Promise<string> {
     return this.info.hasTokenizer ? this.client.decode(tokens) : Array.from(tokens).join(' ');

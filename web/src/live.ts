@@ -35,6 +35,13 @@ export class Live {
     void this.runPrompt(text, keystroke);
   }
 
+  /** Replaces the prompt with itself wrapped in the model's chat template (instruct models). */
+  async wrapAsChat(): Promise<void> {
+    const engine = this.engine;
+    if (!engine?.info.hasChatTemplate) return;
+    this.edit(await engine.chatPrompt(this.store.state.prompt));
+  }
+
   /** A new model is loaded: the same prompt, run on it. */
   modelChanged(): void {
     this.clock.reset();
@@ -65,6 +72,8 @@ export class Live {
       const full = this.tokens.length >= (this.engine?.info.contextLength ?? 0);
       if (full || this.tokens.length === 0) break;
       await this.step();
+      // End of sequence: the model has finished its answer.
+      if (this.tokens[this.tokens.length - 1] === this.engine?.info.eosTokenId) break;
     }
     this.store.set({ generating: false });
   }

@@ -33,6 +33,9 @@ export interface ModelInfo {
   hasTokenizer: boolean;
   /** True when `chatPrompt` can wrap text in the model's chat template (e.g. ChatML). */
   hasChatTemplate: boolean;
+  /** The token that ends a sequence: generation should stop there. */
+  eosTokenId?: number;
+  bosTokenId?: number;
   /** Every hook this model can capture, layer by layer. */
   hooks: HookName[];
 }

@@ -47,9 +47,11 @@ type Handlers = { [K in Operation]: (...args: Args<K>) => Result<K> | Promise<Re
 
 const handlers: Handlers = {
   init: (options) => init(options),
+  // Parse first, swap after: a file that fails to load leaves the current model in place.
   load: (files) => {
+    const next = Model.load(files);
     forgetModel();
-    model = Model.load(files);
+    model = next;
     return model.info();
   },
   info: () => loadedModel().info(),

@@ -36,7 +36,8 @@ export interface TokenProb { id: number; prob: number; }
 export interface ModelInfo {
   architecture: string; nLayer: number; nHead: number; nKvHead: number; dModel: number; dFf: number;
   vocabSize: number; contextLength: number; nParams: number; memoryBytes: number;
-  hasTokenizer: boolean; hasChatTemplate: boolean; hooks: string[];
+  hasTokenizer: boolean; hasChatTemplate: boolean; eosTokenId?: number; bosTokenId?: number;
+  hooks: string[];
 }
 "#;
 

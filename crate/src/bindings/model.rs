@@ -35,6 +35,9 @@ struct ModelInfo {
     has_tokenizer: bool,
     /// Whether [`Model::chat_prompt`] can wrap text in the model's chat template.
     has_chat_template: bool,
+    /// The token that ends a sequence (generation stops there), and the one that starts it.
+    eos_token_id: Option<u32>,
+    bos_token_id: Option<u32>,
     hooks: Vec<String>,
 }
 
@@ -82,6 +85,8 @@ impl Model {
             memory_bytes: model.weights.memory_bytes(),
             has_tokenizer: self.checkpoint.tokenizer.is_some(),
             has_chat_template: self.checkpoint.tokenizer.as_ref().is_some_and(|t| t.chat_template().is_some()),
+            eos_token_id: c.eos_token_id,
+            bos_token_id: c.bos_token_id,
             hooks: Hook::all(c).iter().map(Hook::to_string).collect(),
         })
     }

@@ -13,10 +13,17 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
     oninput: () => live.edit(box.value),
   });
   const summary = h('span', { class: 'muted' });
+  const chat = h('button', {
+    type: 'button',
+    'data-testid': 'wrap-chat',
+    hidden: true,
+    title: "Wrap the prompt in the model's chat template (ChatML), as an instruct model expects",
+    onclick: () => void live.wrapAsChat(),
+  }, 'Wrap as chat');
   const chips = h('div', { class: 'chips', 'data-testid': 'tokens', role: 'list' });
   const error = h('p', { class: 'prompt-error', role: 'status', 'data-testid': 'prompt-error', hidden: true });
   root.append(
-    h('header', { class: 'panel-head' }, h('h2', {}, 'Prompt'), summary),
+    h('header', { class: 'panel-head' }, h('h2', {}, 'Prompt'), summary, chat),
     box,
     error,
     chips,
@@ -34,6 +41,7 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
     if (touched(changed, 'prompt') && box.value !== state.prompt) box.value = state.prompt;
     if (touched(changed, 'model') && state.model) {
       const { info } = state.model.engine;
+      chat.hidden = !info.hasChatTemplate;
       box.placeholder = info.hasTokenizer ? 'Type a prompt…' : `This model has no tokenizer: type token ids (0–${info.vocabSize - 1})`;
     }
     if (touched(changed, 'promptError')) {

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use super::dot_rows;
-use super::quant::{dequantize_row, dot_rows_quant, GgmlType};
+use super::quant::{dot_rows_quant, GgmlType};
 
 /// Output rows per parallel task: enough work to amortise scheduling, small enough to balance.
 const TILE: usize = 16;
@@ -62,7 +62,7 @@ struct Shape {
     n_in: usize,
 }
 
-/// One tile, with the dot-product kernel the CPU supports best. Every kernel has the lane order of
+/// One tile, with the kernels the target supports best. Every kernel has the lane order of
 /// [`dot_rows`], so all give the same bits.
 unsafe fn matmul_tile(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
     #[cfg(target_arch = "x86_64")]
@@ -71,22 +71,37 @@ unsafe fn matmul_tile(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, 
             return tile_avx2(out, x, w, bias, s, rows);
         }
     }
-    tile(out, x, w, bias, s, rows, dot_rows::<4>, dot_rows::<1>, None)
+    // wasm: `dot_rows` is the SIMD128 kernel whenever the build has SIMD128; so are these.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    let blocks = BlockKernels { rows4: Some(super::simd128::dot_quant_rows4), dequantize_row: super::simd128::dequantize_row };
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    let blocks = BlockKernels { rows4: None, dequantize_row: super::quant::dequantize_row };
+    tile(out, x, w, bias, s, rows, dot_rows::<4>, dot_rows::<1>, blocks)
 }
 
-/// A kernel for four block rows against one input, for the block types it supports.
+/// A kernel for four Q4_0, Q4_1 or Q8_0 rows against one input.
 type QuantRows4 = fn(GgmlType, [&[u8]; 4], &[f32]) -> [f32; 4];
+
+/// The kernels for block matrices: `rows4` for decode (`tile` falls back to [`dot_rows_quant`]
+/// for the other types), `dequantize_row` for prefill, any type. Each gives the bits of the
+/// portable code in `quant`.
+#[derive(Clone, Copy)]
+struct BlockKernels {
+    rows4: Option<QuantRows4>,
+    dequantize_row: fn(GgmlType, &[u8], &mut [f32]),
+}
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn tile_avx2(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
     use super::x86;
-    // SAFETY (both closures): AVX2 (so AVX) was detected by the caller; rows all have n_in values.
-    let quant_rows4: Option<QuantRows4> = match w {
-        // SAFETY: AVX2 and F16C were detected by the caller; `tile` passes whole-block rows.
-        WeightRows::Blocks(ty, _) if x86::quant_rows4_supports(ty) => Some(|ty, rows, x| unsafe { x86::dot_quant_rows4(ty, rows, x) }),
-        _ => None,
+    let blocks = BlockKernels {
+        // SAFETY: AVX2 and F16C were detected by the caller; `tile` passes only Q4_0, Q4_1 and
+        // Q8_0 rows of whole blocks.
+        rows4: Some(|ty, rows, x| unsafe { x86::dot_quant_rows4(ty, rows, x) }),
+        dequantize_row: super::quant::dequantize_row,
     };
+    // SAFETY (both closures): AVX2 (so AVX) was detected by the caller; rows all have n_in values.
     tile(
         out,
         x,
@@ -96,7 +111,7 @@ unsafe fn tile_avx2(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s:
         rows,
         |w, xs| unsafe { x86::dot_rows::<4>(w, xs) },
         |w, xs| unsafe { x86::dot_rows::<1>(w, xs) },
-        quant_rows4,
+        blocks,
     )
 }
 
@@ -117,7 +132,7 @@ unsafe fn tile(
     rows: std::ops::Range<usize>,
     dot4: impl Fn(&[f32], [&[f32]; 4]) -> [f32; 4],
     dot1: impl Fn(&[f32], [&[f32]; 1]) -> [f32; 1],
-    quant_rows4: Option<QuantRows4>,
+    blocks: BlockKernels,
 ) {
     let Shape { ld, n_tok, n_in } = s;
     let xrow = |t: usize| &x[t * n_in..(t + 1) * n_in];
@@ -147,7 +162,8 @@ unsafe fn tile(
             let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
             let row = |o: usize| &b[o * row_bytes..(o + 1) * row_bytes];
             let mut o = rows.start;
-            if let Some(dot4) = quant_rows4.filter(|_| n_tok == 1) {
+            let rows4 = blocks.rows4.filter(|_| n_tok == 1 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0));
+            if let Some(dot4) = rows4 {
                 while o + 4 <= rows.end {
                     for (r, v) in dot4(ty, [row(o), row(o + 1), row(o + 2), row(o + 3)], xrow(0)).into_iter().enumerate() {
                         store(0, o + r, v);
@@ -166,7 +182,7 @@ unsafe fn tile(
             row.resize(n_in, 0.0);
             let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
             for o in rows {
-                dequantize_row(ty, &b[o * row_bytes..(o + 1) * row_bytes], row);
+                (blocks.dequantize_row)(ty, &b[o * row_bytes..(o + 1) * row_bytes], row);
                 all_tokens(row, o);
             }
         }),
@@ -176,6 +192,7 @@ unsafe fn tile(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::quant::dequantize_row;
 
     /// The oracle: three nested loops, sums in f64.
     fn matmul_naive(x: &[f32], w: &[f32], bias: &[f32], n_tok: usize, n_in: usize, n_out: usize) -> Vec<f32> {

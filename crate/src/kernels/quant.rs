@@ -235,7 +235,7 @@ fn decode_padded<F: BlockFormat<BYTES, LEN>, const BYTES: usize, const LEN: usiz
 /// would check for F16C at run time on every call, which costs more than decoding the block.
 /// Both are exact, so the bits are the same.
 #[inline(always)]
-fn f16_at(bytes: &[u8], i: usize) -> f32 {
+pub(super) fn f16_at(bytes: &[u8], i: usize) -> f32 {
     f16::from_le_bytes([bytes[i], bytes[i + 1]]).to_f32_const()
 }
 

@@ -41,19 +41,14 @@ pub unsafe fn dot_rows<const R: usize>(w: &[f32], xs: [&[f32]; R]) -> [f32; R] {
     out
 }
 
-/// Whether [`dot_quant_rows4`] handles this type (the types real small models ship in).
-pub fn quant_rows4_supports(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
-}
-
 /// Four stored rows (each `row_bytes` long, back to back from `rows`) against one input `x`:
 /// each block is decoded straight into registers as four groups of eight weights (elements
 /// 8g..8g+8 of the block → lanes 0..8, as in the portable decoder + `dot_rows`). Four rows give
 /// four independent accumulator chains, which is what makes decode fast with a fixed lane order.
 ///
 /// # Safety
-/// The CPU must support AVX2 and F16C, `quant_rows4_supports(ty)` must hold, and each row must
-/// hold whole blocks for `x.len()` weights.
+/// The CPU must support AVX2 and F16C, `ty` must be Q4_0, Q4_1 or Q8_0 (the types real small
+/// models ship in), and each row must hold whole blocks for `x.len()` weights.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn dot_quant_rows4(ty: GgmlType, rows: [&[u8]; 4], x: &[f32]) -> [f32; 4] {
     // Array `map` and closures would not be compiled with AVX2 and would turn every intrinsic

@@ -3,7 +3,9 @@
 //! object of Uint8Arrays and come out through `Trace.tensor`, with the tolerances of parity.rs.
 #![cfg(target_arch = "wasm32")]
 
-use std::collections::BTreeMap;
+mod common;
+
+use common::{ids, max_abs_diff, reference_from_bytes as reference};
 
 use gptlens::bindings::{Model, Session, Trace};
 use js_sys::{Float32Array, Object, Reflect, Uint8Array};
@@ -74,40 +76,6 @@ fn tensor(trace: &Trace, name: &str) -> (Vec<usize>, Vec<f32>) {
     (shape, data)
 }
 
-/// A tensor of a reference file, as f32 (token ids converted).
-struct RefTensor {
-    shape: Vec<usize>,
-    data: Vec<f32>,
-}
-
-/// A reference file's tensors by name.
-fn reference(bytes: &[u8]) -> BTreeMap<String, RefTensor> {
-    let file = safetensors::SafeTensors::deserialize(bytes).unwrap();
-    file.tensors()
-        .into_iter()
-        .map(|(name, view)| {
-            let data = match view.dtype() {
-                safetensors::Dtype::F32 => {
-                    view.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
-                }
-                safetensors::Dtype::I64 => {
-                    view.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as f32).collect()
-                }
-                other => panic!("unexpected dtype {other:?} for {name}"),
-            };
-            (name, RefTensor { shape: view.shape().to_vec(), data })
-        })
-        .collect()
-}
-
-fn ids(tensor: &RefTensor) -> Vec<u32> {
-    tensor.data.iter().map(|&x| x as u32).collect()
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-}
 
 fn check_parity(files: &[(&str, &[u8])], reference_bytes: &[u8]) {
     let model = load(files);

@@ -1,17 +1,17 @@
-//! Shared by the integration tests: fixture paths and reference loading.
+//! Shared by the integration tests: fixture paths and reference loading (from disk natively, from
+//! embedded bytes in the wasm tests).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use gptlens::Checkpoint;
-
-pub fn fixture(path: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures")).join(path)
+#[cfg(not(target_arch = "wasm32"))]
+pub fn fixture(path: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures")).join(path)
 }
 
-pub fn load(model: &str) -> Checkpoint {
-    Checkpoint::open(&fixture(model)).unwrap_or_else(|e| panic!("loading {model}: {e}"))
+#[cfg(not(target_arch = "wasm32"))]
+pub fn load(model: &str) -> gptlens::Checkpoint {
+    gptlens::Checkpoint::open(&fixture(model)).unwrap_or_else(|e| panic!("loading {model}: {e}"))
 }
 
 /// A reference tensor from the PyTorch fixtures: shape and values as f32 (i64 ids converted).
@@ -20,9 +20,15 @@ pub struct RefTensor {
     pub data: Vec<f32>,
 }
 
+/// The reference tensors of a fixture model, by name.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn reference(model: &str) -> BTreeMap<String, RefTensor> {
-    let bytes = std::fs::read(fixture(&format!("{model}/reference.safetensors"))).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    reference_from_bytes(&std::fs::read(fixture(&format!("{model}/reference.safetensors"))).unwrap())
+}
+
+/// The tensors of a reference safetensors file, by name.
+pub fn reference_from_bytes(bytes: &[u8]) -> BTreeMap<String, RefTensor> {
+    let st = safetensors::SafeTensors::deserialize(bytes).unwrap();
     st.tensors()
         .into_iter()
         .map(|(name, view)| {

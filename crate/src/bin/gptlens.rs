@@ -105,14 +105,17 @@ fn label(tokenizer: Option<&Tokenizer>, id: u32) -> String {
     tokenizer.and_then(|t| t.token_string(id).ok()).unwrap_or_else(|| format!("<{id}>"))
 }
 
+/// Runs the command in a thread pool of the requested size.
 fn run(cli: Cli) -> Result<()> {
-    if let Some(n) = cli.threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build_global()
-            .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))?;
-    }
-    match cli.command {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(cli.threads.unwrap_or(0))
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("cannot start the worker threads: {e}")))?;
+    pool.install(|| execute(cli.command))
+}
+
+fn execute(command: Command) -> Result<()> {
+    match command {
         Command::Run { input, top, temperature, json } => {
             let Loaded { ckpt, tokens } = input.load()?;
             let tok = ckpt.tokenizer.as_ref();

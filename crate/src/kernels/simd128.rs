@@ -195,6 +195,7 @@ impl Decode<18> for Q4_0 {
     #[inline(always)]
     fn decode(b: &[u8; 18]) -> Block {
         let d = f32x4_splat(f16_at(b, 0));
+        // Cannot fail: the last 16 of a block's 18 bytes always exist (a compile-time size).
         let (lo, hi) = nibbles(b.last_chunk().unwrap());
         let eight = i8x16_splat(8);
         widen(i8x16_sub(lo, eight), i8x16_sub(hi, eight)).map(|q| f32x4_mul(d, q))
@@ -206,6 +207,7 @@ impl Decode<20> for Q4_1 {
     #[inline(always)]
     fn decode(b: &[u8; 20]) -> Block {
         let (d, m) = (f32x4_splat(f16_at(b, 0)), f32x4_splat(f16_at(b, 2)));
+        // Cannot fail: the last 16 of a block's 20 bytes always exist (a compile-time size).
         let (lo, hi) = nibbles(b.last_chunk().unwrap());
         widen(lo, hi).map(|q| f32x4_add(f32x4_mul(d, q), m))
     }

@@ -2,24 +2,25 @@
 //!
 //! Weights are `[out, in]`, so each output is a dot product of two contiguous rows. Work is split
 //! across threads by tiles of output rows; within a tile, each weight row is loaded once and
-//! multiplied with four tokens at a time (prefill), or one (decode: then it is a matvec, bound by
-//! memory bandwidth, and the tiles keep both cores streaming weights).
+//! multiplied with four tokens at a time (prefill), or four rows meet one token (decode: a matvec,
+//! where four independent accumulator chains keep the SIMD units busy).
 
 use std::cell::RefCell;
 
-use rayon::prelude::*;
-
 use super::dot_rows;
+use super::packed::{self, Input, PackedType};
+use super::pool;
 use super::quant::{dot_rows_quant, GgmlType};
 
 /// Output rows per parallel task: enough work to amortise scheduling, small enough to balance.
 const TILE: usize = 16;
 
-/// A weight matrix's rows: f32 values, or ggml blocks decoded one row (prefill) or one block
-/// (decode) at a time. Both give the same bits as the decoded matrix would.
+/// A weight matrix's rows: f32 values, packed Q4_0 / Q4_1 / Q8_0 blocks ([`packed`]), or other
+/// ggml blocks (K-quants, F16, BF16) decoded one row (prefill) or one block (decode) at a time.
 #[derive(Clone, Copy)]
 pub enum WeightRows<'a> {
     F32(&'a [f32]),
+    Packed(PackedType, &'a [u8]),
     Blocks(GgmlType, &'a [u8]),
 }
 
@@ -32,14 +33,16 @@ unsafe impl Sync for Out {}
 
 /// `out[t·ld + o] = bias[o] + Σ_i x[t·n_in + i] · w[o, i]` for `x: [n_tok, n_in]`,
 /// `w: [n_out, n_in]`. `ld ≥ n_out` lets several matmuls fill column ranges of one wider buffer.
+/// `room` holds the input prepared for packed matrices; it grows once and is reused.
 #[allow(clippy::too_many_arguments)]
-pub fn matmul(out: &mut [f32], ld: usize, x: &[f32], w: WeightRows, bias: Option<&[f32]>, n_tok: usize, n_in: usize, n_out: usize) {
+pub fn matmul(out: &mut [f32], ld: usize, x: &[f32], w: WeightRows, bias: Option<&[f32]>, n_tok: usize, n_in: usize, n_out: usize, room: &mut Vec<f32>) {
     if n_tok == 0 || n_out == 0 {
         return;
     }
     assert!(ld >= n_out && out.len() >= (n_tok - 1) * ld + n_out && x.len() >= n_tok * n_in);
     match w {
         WeightRows::F32(w) => assert_eq!(w.len(), n_out * n_in),
+        WeightRows::Packed(ty, b) => assert_eq!(ty.row_bytes(n_in).map(|r| r * n_out), Some(b.len())),
         WeightRows::Blocks(ty, b) => assert_eq!(ty.row_bytes(n_in).map(|r| r * n_out), Some(b.len())),
     }
     if let Some(b) = bias {
@@ -47,12 +50,20 @@ pub fn matmul(out: &mut [f32], ld: usize, x: &[f32], w: WeightRows, bias: Option
     }
     let ptr = Out(out.as_mut_ptr());
     let shape = Shape { ld, n_tok, n_in };
-    (0..n_out.div_ceil(TILE)).into_par_iter().for_each(|tile| {
-        let rows = tile * TILE..((tile + 1) * TILE).min(n_out);
-        // SAFETY: `out` holds every t·ld + o (asserted above) and this task writes only o in its
-        // own tile, disjoint from every other task's.
-        unsafe { matmul_tile(ptr, x, w, bias, shape, rows) }
-    });
+    let n_tiles = n_out.div_ceil(TILE);
+    let tile = |t: usize| t * TILE..((t + 1) * TILE).min(n_out);
+    // SAFETY (both loops): `out` holds every t·ld + o (asserted above) and each task writes only
+    // the o of its own tile, disjoint from every other task's.
+    if let WeightRows::Packed(ty, b) = w {
+        let needed = n_tok * ty.input_floats(n_in);
+        if room.len() < needed {
+            room.resize(needed, 0.0);
+        }
+        let input = packed::prepare_input(ty, x, n_in, n_tok, room);
+        pool::for_each(n_tiles, |t| unsafe { packed_tile(ptr, ty, b, input, bias, shape, tile(t)) });
+    } else {
+        pool::for_each(n_tiles, |t| unsafe { matmul_tile(ptr, x, w, bias, shape, tile(t)) });
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -62,57 +73,25 @@ struct Shape {
     n_in: usize,
 }
 
-/// One tile, with the kernels the target supports best. Every kernel has the lane order of
-/// [`dot_rows`], so all give the same bits.
+/// One tile of an f32 or block matrix, with the kernels the target supports best. Every kernel
+/// has the lane order of [`dot_rows`], so all give the same bits.
 unsafe fn matmul_tile(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
-            return tile_avx2(out, x, w, bias, s, rows);
+        if std::arch::is_x86_feature_detected!("avx") {
+            return tile_avx(out, x, w, bias, s, rows);
         }
     }
-    // wasm: `dot_rows` is the SIMD128 kernel whenever the build has SIMD128; so are these.
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    let blocks = BlockKernels { rows4: Some(super::simd128::dot_quant_rows4), dequantize_row: super::simd128::dequantize_row };
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    let blocks = BlockKernels { rows4: None, dequantize_row: super::quant::dequantize_row };
-    tile(out, x, w, bias, s, rows, dot_rows::<4>, dot_rows::<1>, blocks)
-}
-
-/// A kernel for four Q4_0, Q4_1 or Q8_0 rows against one input.
-type QuantRows4 = fn(GgmlType, [&[u8]; 4], &[f32]) -> [f32; 4];
-
-/// The kernels for block matrices: `rows4` for decode (`tile` falls back to [`dot_rows_quant`]
-/// for the other types), `dequantize_row` for prefill, any type. Each gives the bits of the
-/// portable code in `quant`.
-#[derive(Clone, Copy)]
-struct BlockKernels {
-    rows4: Option<QuantRows4>,
-    dequantize_row: fn(GgmlType, &[u8], &mut [f32]),
+    // wasm: `dot_rows` is the SIMD128 kernel whenever the build has SIMD128.
+    tile(out, x, w, bias, s, rows, dot_rows::<4>, dot_rows::<1>)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,f16c")]
-unsafe fn tile_avx2(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
+#[target_feature(enable = "avx")]
+unsafe fn tile_avx(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
     use super::x86;
-    let blocks = BlockKernels {
-        // SAFETY: AVX2 and F16C were detected by the caller; `tile` passes only Q4_0, Q4_1 and
-        // Q8_0 rows of whole blocks.
-        rows4: Some(|ty, rows, x| unsafe { x86::dot_quant_rows4(ty, rows, x) }),
-        dequantize_row: super::quant::dequantize_row,
-    };
-    // SAFETY (both closures): AVX2 (so AVX) was detected by the caller; rows all have n_in values.
-    tile(
-        out,
-        x,
-        w,
-        bias,
-        s,
-        rows,
-        |w, xs| unsafe { x86::dot_rows::<4>(w, xs) },
-        |w, xs| unsafe { x86::dot_rows::<1>(w, xs) },
-        blocks,
-    )
+    // SAFETY (both closures): AVX was detected by the caller; rows all have n_in values.
+    tile(out, x, w, bias, s, rows, |w, xs| unsafe { x86::dot_rows::<4>(w, xs) }, |w, xs| unsafe { x86::dot_rows::<1>(w, xs) })
 }
 
 thread_local! {
@@ -132,7 +111,6 @@ unsafe fn tile(
     rows: std::ops::Range<usize>,
     dot4: impl Fn(&[f32], [&[f32]; 4]) -> [f32; 4],
     dot1: impl Fn(&[f32], [&[f32]; 1]) -> [f32; 1],
-    blocks: BlockKernels,
 ) {
     let Shape { ld, n_tok, n_in } = s;
     let xrow = |t: usize| &x[t * n_in..(t + 1) * n_in];
@@ -160,20 +138,9 @@ unsafe fn tile(
         // Decode: one pass over each block, decoded on the fly.
         WeightRows::Blocks(ty, b) if n_tok < 4 => {
             let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
-            let row = |o: usize| &b[o * row_bytes..(o + 1) * row_bytes];
-            let mut o = rows.start;
-            let rows4 = blocks.rows4.filter(|_| n_tok == 1 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0));
-            if let Some(dot4) = rows4 {
-                while o + 4 <= rows.end {
-                    for (r, v) in dot4(ty, [row(o), row(o + 1), row(o + 2), row(o + 3)], xrow(0)).into_iter().enumerate() {
-                        store(0, o + r, v);
-                    }
-                    o += 4;
-                }
-            }
-            for o in o..rows.end {
+            for o in rows {
                 for t in 0..n_tok {
-                    store(t, o, dot_rows_quant::<1>(ty, row(o), [xrow(t)])[0]);
+                    store(t, o, dot_rows_quant::<1>(ty, &b[o * row_bytes..(o + 1) * row_bytes], [xrow(t)])[0]);
                 }
             }
         }
@@ -182,10 +149,105 @@ unsafe fn tile(
             row.resize(n_in, 0.0);
             let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
             for o in rows {
-                (blocks.dequantize_row)(ty, &b[o * row_bytes..(o + 1) * row_bytes], row);
+                super::quant::dequantize_row(ty, &b[o * row_bytes..(o + 1) * row_bytes], row);
                 all_tokens(row, o);
             }
         }),
+        WeightRows::Packed(..) => unreachable!("packed matrices go to `packed_tile`"),
+    }
+}
+
+/// The packed kernels of one target: 4 rows × 1 input (decode), 1 row × 4 inputs (prefill) and
+/// 1 × 1 (the rest). All give the bits of [`packed::dot`]. `unsafe`: the AVX2 ones need the CPU
+/// feature, which the caller has checked.
+#[derive(Clone, Copy)]
+struct PackedKernels {
+    rows4: unsafe fn(PackedType, [&[u8]; 4], Input) -> [f32; 4],
+    inputs4: unsafe fn(PackedType, &[u8], [Input; 4]) -> [f32; 4],
+    one: unsafe fn(PackedType, &[u8], Input) -> f32,
+}
+
+/// One tile of a packed matrix, with the kernels the target supports best.
+unsafe fn packed_tile<'a>(out: Out, ty: PackedType, b: &[u8], input: impl Fn(usize) -> Input<'a>, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return packed_tile_avx2(out, ty, b, input, bias, s, rows);
+        }
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    let kernels = {
+        use super::simd128::{dot_packed, dot_packed_inputs4, dot_packed_rows4};
+        PackedKernels { rows4: dot_packed_rows4, inputs4: dot_packed_inputs4, one: dot_packed }
+    };
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    let kernels = PackedKernels {
+        rows4: |ty, rows, x| packed::dot(ty, rows, [x]).map(|[v]| v),
+        inputs4: |ty, row, xs| packed::dot(ty, [row], xs)[0],
+        one: |ty, row, x| packed::dot(ty, [row], [x])[0][0],
+    };
+    packed_rows(out, ty, b, input, bias, s, rows, kernels)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn packed_tile_avx2<'a>(out: Out, ty: PackedType, b: &[u8], input: impl Fn(usize) -> Input<'a>, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
+    use super::x86::dot_packed;
+    // SAFETY (all three): AVX2 was detected by the caller.
+    let kernels = PackedKernels {
+        rows4: |ty, rows, x| unsafe { dot_packed(ty, rows, [x]) }.map(|[v]| v),
+        inputs4: |ty, row, xs| unsafe { dot_packed(ty, [row], xs) }[0],
+        one: |ty, row, x| unsafe { dot_packed(ty, [row], [x]) }[0][0],
+    };
+    packed_rows(out, ty, b, input, bias, s, rows, kernels)
+}
+
+/// Output rows `rows` for every token: with fewer than four tokens, four rows per pass over an
+/// input; else four tokens per pass over a row. Either way every result has the same bits.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn packed_rows<'a>(
+    out: Out,
+    ty: PackedType,
+    b: &[u8],
+    input: impl Fn(usize) -> Input<'a>,
+    bias: Option<&[f32]>,
+    s: Shape,
+    rows: std::ops::Range<usize>,
+    k: PackedKernels,
+) {
+    let Shape { ld, n_tok, n_in } = s;
+    let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
+    let row = |o: usize| &b[o * row_bytes..(o + 1) * row_bytes];
+    let store = |t: usize, o: usize, v: f32| *out.0.add(t * ld + o) = v + bias.map_or(0.0, |b| b[o]);
+    if n_tok < 4 {
+        for t in 0..n_tok {
+            let mut o = rows.start;
+            while o + 4 <= rows.end {
+                let d = (k.rows4)(ty, [row(o), row(o + 1), row(o + 2), row(o + 3)], input(t));
+                for (r, v) in d.into_iter().enumerate() {
+                    store(t, o + r, v);
+                }
+                o += 4;
+            }
+            for o in o..rows.end {
+                store(t, o, (k.one)(ty, row(o), input(t)));
+            }
+        }
+        return;
+    }
+    for o in rows {
+        let mut t = 0;
+        while t + 4 <= n_tok {
+            let d = (k.inputs4)(ty, row(o), [input(t), input(t + 1), input(t + 2), input(t + 3)]);
+            for (i, v) in d.into_iter().enumerate() {
+                store(t + i, o, v);
+            }
+            t += 4;
+        }
+        for t in t..n_tok {
+            store(t, o, (k.one)(ty, row(o), input(t)));
+        }
     }
 }
 
@@ -214,7 +276,7 @@ mod tests {
     #[test]
     fn tiny_example() {
         let mut out = [0.0; 6];
-        matmul(&mut out, 3, &[1., 2., 3., 4.], WeightRows::F32(&[1., 0., 0., 1., 1., 1.]), Some(&[0.5, 0., -1.]), 2, 2, 3);
+        matmul(&mut out, 3, &[1., 2., 3., 4.], WeightRows::F32(&[1., 0., 0., 1., 1., 1.]), Some(&[0.5, 0., -1.]), 2, 2, 3, &mut Vec::new());
         assert_eq!(out, [1.5, 2., 2., 3.5, 4., 6.]);
     }
 
@@ -225,7 +287,7 @@ mod tests {
             let w: Vec<f32> = (0..n_out * n_in).map(|i| (i as f32 * 0.07).cos()).collect();
             let bias: Vec<f32> = (0..n_out).map(|i| i as f32 * 0.01).collect();
             let mut out = vec![0.0; n_tok * n_out];
-            matmul(&mut out, n_out, &x, WeightRows::F32(&w), Some(&bias), n_tok, n_in, n_out);
+            matmul(&mut out, n_out, &x, WeightRows::F32(&w), Some(&bias), n_tok, n_in, n_out, &mut Vec::new());
             let expected = matmul_naive(&x, &w, &bias, n_tok, n_in, n_out);
             for (a, b) in out.iter().zip(&expected) {
                 assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{n_tok}x{n_in}x{n_out}: {a} vs {b}");
@@ -239,10 +301,10 @@ mod tests {
         let x: Vec<f32> = (0..6 * n_in).map(|i| (i as f32 * 0.29).sin()).collect();
         let w: Vec<f32> = (0..n_out * n_in).map(|i| (i as f32 * 0.05).cos()).collect();
         let mut batch = vec![0.0; 6 * n_out];
-        matmul(&mut batch, n_out, &x, WeightRows::F32(&w), None, 6, n_in, n_out);
+        matmul(&mut batch, n_out, &x, WeightRows::F32(&w), None, 6, n_in, n_out, &mut Vec::new());
         for t in 0..6 {
             let mut single = vec![0.0; n_out];
-            matmul(&mut single, n_out, &x[t * n_in..(t + 1) * n_in], WeightRows::F32(&w), None, 1, n_in, n_out);
+            matmul(&mut single, n_out, &x[t * n_in..(t + 1) * n_in], WeightRows::F32(&w), None, 1, n_in, n_out, &mut Vec::new());
             assert_eq!(single, batch[t * n_out..(t + 1) * n_out]);
         }
     }
@@ -262,16 +324,42 @@ mod tests {
         for n_tok in [1, 5] {
             let x: Vec<f32> = (0..n_tok * n_in).map(|i| (i as f32 * 0.21).sin()).collect();
             let (mut a, mut b) = (vec![0.0; n_tok * n_out], vec![0.0; n_tok * n_out]);
-            matmul(&mut a, n_out, &x, WeightRows::Blocks(GgmlType::Q8_0, &blocks), None, n_tok, n_in, n_out);
-            matmul(&mut b, n_out, &x, WeightRows::F32(&decoded), None, n_tok, n_in, n_out);
+            matmul(&mut a, n_out, &x, WeightRows::Blocks(GgmlType::Q8_0, &blocks), None, n_tok, n_in, n_out, &mut Vec::new());
+            matmul(&mut b, n_out, &x, WeightRows::F32(&decoded), None, n_tok, n_in, n_out, &mut Vec::new());
             assert_eq!(a, b, "{n_tok} tokens");
+        }
+    }
+
+    /// Packed matrices: decode (1 token: four rows per pass) and prefill (6 tokens: four tokens per
+    /// pass, then the rest) give every token the bits of the portable kernel alone — with AVX2
+    /// natively, and with SIMD128 in the wasm test run.
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn packed_matrices_give_the_portable_bits_decoding_and_prefilling() {
+        use crate::kernels::packed::{self, PackedType};
+        let (n_in, n_out) = (96, 19);
+        for ty in [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0] {
+            let blocks = packed::sample_rows(ty, n_in, n_out);
+            let row_bytes = ty.row_bytes(n_in).unwrap();
+            for n_tok in [1, 6] {
+                let x = crate::kernels::tests::wild(n_tok * n_in, 9);
+                let mut out = vec![0.0; n_tok * n_out];
+                matmul(&mut out, n_out, &x, WeightRows::Packed(ty, &blocks), None, n_tok, n_in, n_out, &mut Vec::new());
+                let mut room = vec![0.0; n_tok * ty.input_floats(n_in)];
+                let input = packed::prepare_input(ty, &x, n_in, n_tok, &mut room);
+                for (i, got) in out.iter().enumerate() {
+                    let (t, o) = (i / n_out, i % n_out);
+                    let alone = packed::dot(ty, [&blocks[o * row_bytes..(o + 1) * row_bytes]], [input(t)])[0][0];
+                    assert_eq!(got.to_bits(), alone.to_bits(), "{ty:?}, {n_tok} tokens, token {t} row {o}");
+                }
+            }
         }
     }
 
     #[test]
     fn writes_into_a_column_range_of_a_wider_buffer() {
         let mut out = vec![-1.0; 2 * 5];
-        matmul(&mut out[1..], 5, &[1., 2., 3., 4.], WeightRows::F32(&[1., 0., 0., 1.]), None, 2, 2, 2);
+        matmul(&mut out[1..], 5, &[1., 2., 3., 4.], WeightRows::F32(&[1., 0., 0., 1.]), None, 2, 2, 2, &mut Vec::new());
         assert_eq!(out, [-1., 1., 2., -1., -1., -1., 3., 4., -1., -1.]);
     }
 }

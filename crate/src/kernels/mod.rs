@@ -11,13 +11,15 @@
 //! [`scalar`], the definition of the lane order and the fallback everywhere, and with explicit
 //! wasm SIMD128 instructions in `simd128`, used in wasm builds with SIMD enabled (LLVM's own
 //! vectorisation of the portable code is up to 3× slower there) and tested bit for bit against
-//! the portable twin. The same goes for the block decoders of Q4_0, Q4_1 and Q8_0 matrices: portable
-//! in [`quant`], with AVX2 (`x86`) and SIMD128 twins that [`matmul`] chooses.
+//! the portable twin. The same goes for the dot products of Q4_0, Q4_1 and Q8_0 matrices: portable
+//! in [`packed`], with AVX2 (`x86`) and SIMD128 twins that [`matmul`] chooses.
 
 pub mod activation;
 pub mod attention;
 pub mod matmul;
 pub mod norm;
+pub mod packed;
+pub mod pool;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 pub mod quant;
@@ -69,8 +71,22 @@ pub fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Values spanning twelve orders of magnitude with both signs, so that any change in which
+    /// partial sum a product joins, or in the folding order, changes the rounded result.
+    pub(crate) fn wild(n: usize, seed: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| {
+                let h = (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)).rotate_left(13);
+                let mantissa = (h % 10_000) as f32 / 10_000.0 - 0.5;
+                mantissa * 10f32.powi((h >> 20) as i32 % 13 - 6)
+            })
+            .collect()
+    }
+
+
 
     #[test]
     fn dot_matches_a_plain_sum_for_every_tail_length() {

@@ -9,19 +9,15 @@
 //! Products are separate `f32x4_mul` and `f32x4_add` instructions: relaxed SIMD's fused
 //! multiply-add would round once instead of twice and break the equality with every other platform.
 //!
-//! Block matrices (Q4_0, Q4_1, Q8_0) have two kernels of their own, the SIMD128 twins of
-//! `x86::dot_quant_rows4` and of [`quant::dequantize_row`]: each 32-weight block is decoded
-//! straight into eight vectors, its f16 scales converted exactly in scalar code by the portable
-//! decoder's own conversion, and every weight is the portable decoder's `d·q` or `d·q + m`, one
-//! rounding per operation.
+//! Packed Q4_0, Q4_1 and Q8_0 matrices have their own kernel, [`dot_packed`], the twin of
+//! [`super::packed::dot`] (and of the AVX2 `x86::dot_packed`).
 
 use core::arch::wasm32::{
-    f32x4_add, f32x4_convert_i32x4, f32x4_extract_lane, f32x4_mul, f32x4_splat, i16x8_extend_high_i8x16,
-    i16x8_extend_low_i8x16, i32x4_extend_high_i16x8, i32x4_extend_low_i16x8, i8x16_splat, i8x16_sub, u8x16_shr,
-    v128, v128_and, v128_load, v128_store,
+    f32x4, f32x4_add, f32x4_convert_i32x4, f32x4_extract_lane, f32x4_mul, f32x4_splat, i32x4_shl, i32x4_shr, i32x4_splat,
+    i32x4_sub, u32x4_shr, v128, v128_load, v128_store,
 };
 
-use super::quant::{self, f16_at, GgmlType};
+use super::packed::{Input, PackedType, BLOCK};
 use super::{fold_lanes, LANES};
 
 /// Lanes 0–3 and 4–7 of one group of [`LANES`] values.
@@ -110,168 +106,203 @@ pub fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
     }
 }
 
-/// One 32-weight block in registers: element `8g + l` is lane `l % 4` of vector `2g + l / 4`, so
-/// vectors `2g` and `2g + 1` are lanes 0–3 and 4–7 of group `g`, as in every reduction here.
-type Block = [v128; 8];
-
-/// Four stored rows (each holding whole blocks for `x.len()` weights) against one input `x`,
-/// bit-identical to [`quant::dot_row_quant`] on each row. The twin of `x86::dot_quant_rows4`:
-/// blocks decoded straight into registers, four rows' independent accumulators.
+/// [`packed::dot`] of four packed rows against one input (decode), bit for bit.
+///
+/// A block becomes eight vectors of lane integers, vector `g` holding elements `4g..4g+4` (two
+/// shifts by constants and a conversion each); even vectors feed partial sums 0–3, odd ones 4–7,
+/// in the order of the definition. The three kernels spell out their accumulators one by one: as
+/// arrays indexed in a loop, LLVM kept them in memory and V8 loaded and stored them every block.
 ///
 /// # Panics
-/// If `ty` is not Q4_0, Q4_1 or Q8_0, or a row is not `ty.row_bytes(x.len())` long.
-// Out of line, as is `dequantize_row`: merged into matmul's (large) tile function, this ran 10–15%
-// slower in V8.
+/// If a row is not `ty.row_bytes(n)` long for the input's length `n`.
+// Out of line: merged into matmul's (large) tile function, the kernels ran 10–15% slower in V8.
 #[inline(never)]
-pub fn dot_quant_rows4(ty: GgmlType, rows: [&[u8]; 4], x: &[f32]) -> [f32; 4] {
+pub fn dot_packed_rows4(ty: PackedType, rows: [&[u8]; 4], x: Input) -> [f32; 4] {
     match ty {
-        GgmlType::Q4_0 => dot_blocks4::<Q4_0, 18>(rows, x),
-        GgmlType::Q4_1 => dot_blocks4::<Q4_1, 20>(rows, x),
-        GgmlType::Q8_0 => dot_blocks4::<Q8_0, 34>(rows, x),
-        _ => panic!("no SIMD128 kernel for {} rows", ty.name()),
+        PackedType::Q4_0 => rows4::<Q4_0, 20>(rows, x),
+        PackedType::Q4_1 => rows4::<Q4_1, 24>(rows, x),
+        PackedType::Q8_0 => rows4::<Q8_0, 36>(rows, x),
     }
 }
 
-/// [`quant::dequantize_row`], bit for bit, with Q4_0, Q4_1 and Q8_0 blocks decoded here (LLVM
-/// vectorises the portable 4-bit decoders across blocks, with a scalar store per weight).
+/// [`packed::dot`] of one packed row against four inputs (prefill), bit for bit.
 #[inline(never)]
-pub fn dequantize_row(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
+pub fn dot_packed_inputs4(ty: PackedType, row: &[u8], xs: [Input; 4]) -> [f32; 4] {
     match ty {
-        GgmlType::Q4_0 => dequantize_blocks::<Q4_0, 18>(bytes, out),
-        GgmlType::Q4_1 => dequantize_blocks::<Q4_1, 20>(bytes, out),
-        GgmlType::Q8_0 => dequantize_blocks::<Q8_0, 34>(bytes, out),
-        _ => quant::dequantize_row(ty, bytes, out),
+        PackedType::Q4_0 => inputs4::<Q4_0, 20>(row, xs),
+        PackedType::Q4_1 => inputs4::<Q4_1, 24>(row, xs),
+        PackedType::Q8_0 => inputs4::<Q8_0, 36>(row, xs),
     }
+}
+
+/// [`packed::dot`] of one packed row against one input, bit for bit.
+#[inline(never)]
+pub fn dot_packed(ty: PackedType, row: &[u8], x: Input) -> f32 {
+    match ty {
+        PackedType::Q4_0 => inputs1::<Q4_0, 20>(row, x),
+        PackedType::Q4_1 => inputs1::<Q4_1, 24>(row, x),
+        PackedType::Q8_0 => inputs1::<Q8_0, 36>(row, x),
+    }
+}
+
+/// A row's blocks, checked to match an input of `n` values.
+#[inline(always)]
+fn blocks<const BYTES: usize>(row: &[u8], n: usize) -> &[[u8; BYTES]] {
+    let (blocks, tail) = row.as_chunks::<BYTES>();
+    assert!(tail.is_empty() && blocks.len() * BLOCK == n, "packed rows of whole blocks for {n} weights");
+    blocks
+}
+
+/// An input's blocks and (Q4_1) block sums.
+#[inline(always)]
+fn input_blocks<'a>(x: &Input<'a>) -> (&'a [[f32; BLOCK]], &'a [[f32; LANES]]) {
+    (x.x.as_chunks::<BLOCK>().0, x.sums.as_chunks::<LANES>().0)
 }
 
 #[inline(always)]
-fn dot_blocks4<F: Decode<BYTES>, const BYTES: usize>(rows: [&[u8]; 4], x: &[f32]) -> [f32; 4] {
-    let (x_blocks, x_tail) = x.as_chunks::<32>();
-    let rows = rows.map(|row| row.as_chunks::<BYTES>());
-    for (blocks, tail) in &rows {
-        assert!(x_tail.is_empty() && tail.is_empty() && blocks.len() == x_blocks.len(), "rows of whole blocks for {} weights", x.len());
+fn rows4<F: Lanes<BYTES>, const BYTES: usize>(rows: [&[u8]; 4], x: Input) -> [f32; 4] {
+    let n = x.x.len();
+    let (r0, r1, r2, r3) = (blocks::<BYTES>(rows[0], n), blocks::<BYTES>(rows[1], n), blocks::<BYTES>(rows[2], n), blocks::<BYTES>(rows[3], n));
+    let (xb, sums) = input_blocks(&x);
+    let (mut a0, mut a1, mut a2, mut a3) = (ZERO, ZERO, ZERO, ZERO);
+    for b in 0..xb.len() {
+        let s = sums.get(b);
+        accumulate(&mut a0, F::lanes(&r0[b]), &xb[b], s);
+        accumulate(&mut a1, F::lanes(&r1[b]), &xb[b], s);
+        accumulate(&mut a2, F::lanes(&r2[b]), &xb[b], s);
+        accumulate(&mut a3, F::lanes(&r3[b]), &xb[b], s);
     }
-    let mut lo = [f32x4_splat(0.0); 4];
-    let mut hi = [f32x4_splat(0.0); 4];
-    for (b, x_block) in x_blocks.iter().enumerate() {
-        let xs = x_block.as_chunks::<LANES>().0;
-        for r in 0..4 {
-            let w = F::decode(&rows[r].0[b]);
-            for (g, x_group) in xs.iter().enumerate() {
-                let (x_lo, x_hi) = load(x_group);
-                lo[r] = f32x4_add(lo[r], f32x4_mul(w[2 * g], x_lo));
-                hi[r] = f32x4_add(hi[r], f32x4_mul(w[2 * g + 1], x_hi));
-            }
-        }
-    }
-    [0, 1, 2, 3].map(|r| fold_lanes(unpack(lo[r], hi[r])))
+    [a0, a1, a2, a3].map(fold)
 }
 
 #[inline(always)]
-fn dequantize_blocks<F: Decode<BYTES>, const BYTES: usize>(bytes: &[u8], out: &mut [f32]) {
-    let (blocks, tail) = bytes.as_chunks::<BYTES>();
-    let (outs, out_tail) = out.as_chunks_mut::<32>();
-    assert!(tail.is_empty() && out_tail.is_empty() && blocks.len() == outs.len(), "{} bytes are not the blocks of {} weights", bytes.len(), out.len());
-    for (block, o) in blocks.iter().zip(outs) {
-        for (v, o) in F::decode(block).into_iter().zip(o.as_chunks_mut::<4>().0) {
-            // SAFETY: `o` is 4 f32s, exactly one v128; wasm stores need no alignment.
-            unsafe { v128_store(o.as_mut_ptr().cast(), v) };
-        }
+fn inputs4<F: Lanes<BYTES>, const BYTES: usize>(row: &[u8], xs: [Input; 4]) -> [f32; 4] {
+    let n = xs[0].x.len();
+    let row = blocks::<BYTES>(row, n);
+    let ((x0, s0), (x1, s1), (x2, s2), (x3, s3)) = (input_blocks(&xs[0]), input_blocks(&xs[1]), input_blocks(&xs[2]), input_blocks(&xs[3]));
+    assert!(x1.len() == x0.len() && x2.len() == x0.len() && x3.len() == x0.len(), "inputs of different lengths");
+    let (mut a0, mut a1, mut a2, mut a3) = (ZERO, ZERO, ZERO, ZERO);
+    for b in 0..row.len() {
+        let block = F::lanes(&row[b]);
+        accumulate(&mut a0, block, &x0[b], s0.get(b));
+        accumulate(&mut a1, block, &x1[b], s1.get(b));
+        accumulate(&mut a2, block, &x2[b], s2.get(b));
+        accumulate(&mut a3, block, &x3[b], s3.get(b));
+    }
+    [a0, a1, a2, a3].map(fold)
+}
+
+#[inline(always)]
+fn inputs1<F: Lanes<BYTES>, const BYTES: usize>(row: &[u8], x: Input) -> f32 {
+    let row = blocks::<BYTES>(row, x.x.len());
+    let (xb, sums) = input_blocks(&x);
+    let mut acc = ZERO;
+    for (b, block) in row.iter().enumerate() {
+        accumulate(&mut acc, F::lanes(block), &xb[b], sums.get(b));
+    }
+    fold(acc)
+}
+
+/// Partial sums 0–3 and 4–7.
+type Acc = (v128, v128);
+
+const ZERO: Acc = (f32x4(0.0, 0.0, 0.0, 0.0), f32x4(0.0, 0.0, 0.0, 0.0));
+
+fn fold((lo, hi): Acc) -> f32 {
+    fold_lanes(unpack(lo, hi))
+}
+
+/// One block's share: `acc += d·P (+ m·S)` in the order of the definition.
+#[inline(always)]
+fn accumulate(acc: &mut Acc, (d, m, v): Lanes4, x: &[f32; BLOCK], sums: Option<&[f32; LANES]>) {
+    let x = x.as_chunks::<4>().0;
+    let x = |g: usize| {
+        // SAFETY: `x[g]` is 4 readable f32s, exactly one v128; wasm loads need no alignment.
+        unsafe { v128_load(x[g].as_ptr().cast()) }
+    };
+    let mut p_lo = f32x4_mul(v[0], x(0));
+    let mut p_hi = f32x4_mul(v[1], x(1));
+    for c in 1..4 {
+        p_lo = f32x4_add(p_lo, f32x4_mul(v[2 * c], x(2 * c)));
+        p_hi = f32x4_add(p_hi, f32x4_mul(v[2 * c + 1], x(2 * c + 1)));
+    }
+    acc.0 = f32x4_add(acc.0, f32x4_mul(d, p_lo));
+    acc.1 = f32x4_add(acc.1, f32x4_mul(d, p_hi));
+    if let (Some(m), Some(s)) = (m, sums) {
+        let (s_lo, s_hi) = load(s);
+        acc.0 = f32x4_add(acc.0, f32x4_mul(m, s_lo));
+        acc.1 = f32x4_add(acc.1, f32x4_mul(m, s_hi));
     }
 }
 
-/// How a `BYTES`-byte block becomes a [`Block`]: one zero-sized type per format, so that the
-/// decoder is inlined into each kernel (a closure or function argument is not reliably inlined).
-trait Decode<const BYTES: usize> {
-    fn decode(b: &[u8; BYTES]) -> Block;
+/// A block's scale `d`, min `m` (Q4_1) and its eight vectors of lane integers as f32.
+type Lanes4 = (v128, Option<v128>, [v128; 8]);
+
+/// How a packed block becomes its [`Lanes4`]. One zero-sized type per format, so that each kernel
+/// has it inlined.
+trait Lanes<const BYTES: usize> {
+    fn lanes(b: &[u8; BYTES]) -> Lanes4;
 }
 
 struct Q4_0;
 struct Q4_1;
 struct Q8_0;
 
-/// `w = d·(q − 8)`, `q − 8` computed on the bytes as the portable decoder does in `i32`.
-impl Decode<18> for Q4_0 {
+#[inline(always)]
+fn f32_at(b: &[u8], i: usize) -> v128 {
+    f32x4_splat(f32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]))
+}
+
+/// The four words at byte `AT` of a block.
+#[inline(always)]
+fn words<const AT: usize, const BYTES: usize>(b: &[u8; BYTES]) -> v128 {
+    const { assert!(AT + 16 <= BYTES) };
+    // SAFETY: bytes AT..AT + 16 are inside the block (checked at compile time); wasm loads need no
+    // alignment.
+    unsafe { v128_load(b.as_ptr().add(AT).cast()) }
+}
+
+/// Nibble `g` of each word, as an integer: shifted to the top, then down.
+#[inline(always)]
+fn nibbles(w: v128) -> [v128; 8] {
+    let nibble = |g: u32| u32x4_shr(i32x4_shl(w, 28 - 4 * g), 28);
+    [nibble(0), nibble(1), nibble(2), nibble(3), nibble(4), nibble(5), nibble(6), u32x4_shr(w, 28)]
+}
+
+impl Lanes<20> for Q4_0 {
     #[inline(always)]
-    fn decode(b: &[u8; 18]) -> Block {
-        let d = f32x4_splat(f16_at(b, 0));
-        // Cannot fail: the last 16 of a block's 18 bytes always exist (a compile-time size).
-        let (lo, hi) = nibbles(b.last_chunk().unwrap());
-        let eight = i8x16_splat(8);
-        widen(i8x16_sub(lo, eight), i8x16_sub(hi, eight)).map(|q| f32x4_mul(d, q))
+    fn lanes(b: &[u8; 20]) -> Lanes4 {
+        let eight = i32x4_splat(8);
+        (f32_at(b, 0), None, nibbles(words::<4, 20>(b)).map(|q| f32x4_convert_i32x4(i32x4_sub(q, eight))))
     }
 }
 
-/// `w = d·q + m`.
-impl Decode<20> for Q4_1 {
+impl Lanes<24> for Q4_1 {
     #[inline(always)]
-    fn decode(b: &[u8; 20]) -> Block {
-        let (d, m) = (f32x4_splat(f16_at(b, 0)), f32x4_splat(f16_at(b, 2)));
-        // Cannot fail: the last 16 of a block's 20 bytes always exist (a compile-time size).
-        let (lo, hi) = nibbles(b.last_chunk().unwrap());
-        widen(lo, hi).map(|q| f32x4_add(f32x4_mul(d, q), m))
+    fn lanes(b: &[u8; 24]) -> Lanes4 {
+        (f32_at(b, 0), Some(f32_at(b, 4)), nibbles(words::<8, 24>(b)).map(|q| f32x4_convert_i32x4(q)))
     }
 }
 
-/// `w = d·q`, `q` a signed byte.
-impl Decode<34> for Q8_0 {
+/// Byte `p` of each word, sign-extended: shifted to the top, then arithmetically down.
+impl Lanes<36> for Q8_0 {
     #[inline(always)]
-    fn decode(b: &[u8; 34]) -> Block {
-        let d = f32x4_splat(f16_at(b, 0));
-        let halves = b.last_chunk::<32>().unwrap().as_chunks::<16>().0;
-        widen(bytes16(&halves[0]), bytes16(&halves[1])).map(|q| f32x4_mul(d, q))
+    fn lanes(b: &[u8; 36]) -> Lanes4 {
+        let (w0, w1) = (words::<4, 36>(b), words::<20, 36>(b));
+        let byte = |w: v128, p: u32| f32x4_convert_i32x4(i32x4_shr(i32x4_shl(w, 24 - 8 * p), 24));
+        (f32_at(b, 0), None, [byte(w0, 0), byte(w0, 1), byte(w0, 2), byte(w0, 3), byte(w1, 0), byte(w1, 1), byte(w1, 2), byte(w1, 3)])
     }
-}
-
-#[inline(always)]
-fn bytes16(p: &[u8; 16]) -> v128 {
-    // SAFETY: `p` is 16 readable bytes, exactly one v128; wasm loads need no alignment.
-    unsafe { v128_load(p.as_ptr().cast()) }
-}
-
-/// 16 bytes of nibbles: the low nibbles (elements 0–15) and the high nibbles (16–31), as bytes.
-#[inline(always)]
-fn nibbles(p: &[u8; 16]) -> (v128, v128) {
-    let bytes = bytes16(p);
-    (v128_and(bytes, i8x16_splat(0x0F)), u8x16_shr(bytes, 4))
-}
-
-/// Elements 0–15 (`a`) and 16–31 (`b`) of a block, signed bytes, as f32 in [`Block`] order.
-#[inline(always)]
-fn widen(a: v128, b: v128) -> Block {
-    let f = |v: v128| f32x4_convert_i32x4(v);
-    let (a_lo, a_hi, b_lo, b_hi) = (i16x8_extend_low_i8x16(a), i16x8_extend_high_i8x16(a), i16x8_extend_low_i8x16(b), i16x8_extend_high_i8x16(b));
-    [
-        f(i32x4_extend_low_i16x8(a_lo)),
-        f(i32x4_extend_high_i16x8(a_lo)),
-        f(i32x4_extend_low_i16x8(a_hi)),
-        f(i32x4_extend_high_i16x8(a_hi)),
-        f(i32x4_extend_low_i16x8(b_lo)),
-        f(i32x4_extend_high_i16x8(b_lo)),
-        f(i32x4_extend_low_i16x8(b_hi)),
-        f(i32x4_extend_high_i16x8(b_hi)),
-    ]
 }
 
 #[cfg(test)]
 mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
-    use super::super::matmul::{matmul, WeightRows};
-    use super::super::quant::{self, GgmlType};
+    use super::super::packed::{self, PackedType};
     use super::super::scalar;
+    use super::super::tests::wild;
 
-    /// Values spanning twelve orders of magnitude with both signs, so that any change in which
-    /// partial sum a product joins, or in the folding order, changes the rounded result.
-    fn wild(n: usize, seed: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| {
-                let h = (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)).rotate_left(13);
-                let mantissa = (h % 10_000) as f32 / 10_000.0 - 0.5;
-                mantissa * 10f32.powi((h >> 20) as i32 % 13 - 6)
-            })
-            .collect()
-    }
+    const PACKED_TYPES: [PackedType; 3] = [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0];
 
     #[wasm_bindgen_test]
     fn dot_rows_of_every_ragged_length_match_the_portable_code_bit_for_bit() {
@@ -319,65 +350,27 @@ mod tests {
         assert_ne!(in_order.to_bits(), scalar::sum(&x).to_bits());
     }
 
-    /// `n_rows` rows of `n` weights of `ty`: arbitrary quant bytes, and scales that vary from block
-    /// to block over normal and subnormal f16 values of both signs.
-    fn block_rows(ty: GgmlType, n: usize, n_rows: usize) -> Vec<u8> {
-        let scales = [0.037, -0.25, 1.5e-6, -3.0e-7, 7.0, 0.0, -0.0041];
-        let mut bytes: Vec<u8> = (0..n_rows * ty.row_bytes(n).unwrap()).map(|i| (i * 37 % 251) as u8).collect();
-        for (i, block) in bytes.chunks_mut(ty.block_bytes()).enumerate() {
-            block[..2].copy_from_slice(&half::f16::from_f32(scales[i % scales.len()]).to_le_bytes());
-            if ty == GgmlType::Q4_1 {
-                block[2..4].copy_from_slice(&half::f16::from_f32(scales[(i + 3) % scales.len()]).to_le_bytes());
-            }
-        }
-        bytes
-    }
-
-    const BLOCK_TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
-
+    /// Every packed type, for every shape the matmul uses (4 rows × 1 input when decoding, 1 row × 4
+    /// inputs when prefilling, 1 × 1 for the rest), on rows whose scales span normal and subnormal
+    /// f16 values and inputs spanning twelve orders of magnitude.
     #[wasm_bindgen_test]
-    fn quantized_rows_are_bit_identical_to_the_portable_decoder() {
-        for ty in BLOCK_TYPES {
-            for n in [32, 64, 96, 160, 576] {
-                let x = wild(n, 3);
-                let bytes = block_rows(ty, n, 4);
+    fn packed_dots_are_bit_identical_to_the_portable_code() {
+        for ty in PACKED_TYPES {
+            for n in [32, 64, 96, 576] {
+                let bytes = packed::sample_rows(ty, n, 4);
                 let rows: Vec<&[u8]> = bytes.chunks(ty.row_bytes(n).unwrap()).collect();
-                let simd = super::dot_quant_rows4(ty, [rows[0], rows[1], rows[2], rows[3]], &x);
-                for r in 0..4 {
-                    assert_eq!(simd[r].to_bits(), quant::dot_row_quant(ty, rows[r], &x).to_bits(), "{ty:?} n = {n} row {r}");
-                }
-            }
-        }
-    }
-
-    /// Q4_0, Q4_1 and Q8_0 rows of several lengths, and a type the portable decoder handles alone.
-    #[wasm_bindgen_test]
-    fn dequantized_rows_are_bit_identical_to_the_portable_decoder() {
-        let q6_k = [(GgmlType::Q6_K, 512)].into_iter();
-        for (ty, n) in BLOCK_TYPES.into_iter().flat_map(|ty| [32, 96, 576].map(|n| (ty, n))).chain(q6_k) {
-            let bytes = block_rows(ty, n, 1);
-            let (mut simd, mut portable) = (vec![f32::NAN; n], vec![f32::NAN; n]);
-            super::dequantize_row(ty, &bytes, &mut simd);
-            quant::dequantize_row(ty, &bytes, &mut portable);
-            assert_eq!(simd.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), portable.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{ty:?} n = {n}");
-        }
-    }
-
-    /// `matmul` runs these kernels on block matrices (decode: four rows at a time, then the
-    /// ragged rest; prefill: rows decoded here), and must give the decoded matrix's bits.
-    #[wasm_bindgen_test]
-    fn block_matrices_in_matmul_match_their_decoded_twin_bit_for_bit() {
-        let (n_in, n_out) = (96, 19);
-        for ty in BLOCK_TYPES {
-            let blocks = block_rows(ty, n_in, n_out);
-            let mut decoded = vec![0.0; n_out * n_in];
-            quant::dequantize_row(ty, &blocks, &mut decoded);
-            for n_tok in [1, 5] {
-                let x = wild(n_tok * n_in, 9);
-                let (mut a, mut b) = (vec![0.0; n_tok * n_out], vec![0.0; n_tok * n_out]);
-                matmul(&mut a, n_out, &x, WeightRows::Blocks(ty, &blocks), None, n_tok, n_in, n_out);
-                matmul(&mut b, n_out, &x, WeightRows::F32(&decoded), None, n_tok, n_in, n_out);
-                assert_eq!(a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), b.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{ty:?}, {n_tok} tokens");
+                let xs: Vec<f32> = wild(4 * n, 3);
+                let mut room = vec![0.0; 4 * ty.input_floats(n)];
+                let input = packed::prepare_input(ty, &xs, n, 4, &mut room);
+                let four_rows = [rows[0], rows[1], rows[2], rows[3]];
+                let four_inputs = [input(0), input(1), input(2), input(3)];
+                let bits = |a: Vec<f32>| a.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+                let (simd, portable) = (super::dot_packed_rows4(ty, four_rows, input(1)), packed::dot(ty, four_rows, [input(1)]));
+                assert_eq!(bits(simd.to_vec()), bits(portable.concat()), "{ty:?} n = {n}, 4 rows");
+                let (simd, portable) = (super::dot_packed_inputs4(ty, rows[2], four_inputs), packed::dot(ty, [rows[2]], four_inputs));
+                assert_eq!(bits(simd.to_vec()), bits(portable.concat()), "{ty:?} n = {n}, 4 inputs");
+                let (simd, portable) = (super::dot_packed(ty, rows[3], input(2)), packed::dot(ty, [rows[3]], [input(2)]));
+                assert_eq!(bits(vec![simd]), bits(portable.concat()), "{ty:?} n = {n}, 1 × 1");
             }
         }
     }

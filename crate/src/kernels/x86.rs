@@ -1,5 +1,5 @@
 //! Explicit AVX/AVX2 versions of the hottest reductions for x86-64, chosen at run time:
-//! [`dot_rows`] (f32 weights) and [`dot_quant_rows4`] (Q4_0 / Q4_1 / Q8_0 weights, decode).
+//! [`dot_rows`] (f32 weights) and [`dot_packed`] (packed Q4_0 / Q4_1 / Q8_0 weights).
 //!
 //! Lane `l` of the 256-bit accumulator is partial sum `l` of the portable code, the tail goes to
 //! the same lanes, and the fold is [`super::fold_lanes`]: results are bit-identical to the
@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::quant::GgmlType;
+use super::packed::{Input, PackedType, BLOCK};
 use super::{fold_lanes, LANES};
 
 /// Dot products of one weight row with `R` input rows.
@@ -41,102 +41,135 @@ pub unsafe fn dot_rows<const R: usize>(w: &[f32], xs: [&[f32]; R]) -> [f32; R] {
     out
 }
 
-/// Four stored rows (each `row_bytes` long, back to back from `rows`) against one input `x`:
-/// each block is decoded straight into registers as four groups of eight weights (elements
-/// 8g..8g+8 of the block → lanes 0..8, as in the portable decoder + `dot_rows`). Four rows give
-/// four independent accumulator chains, which is what makes decode fast with a fixed lane order.
+/// [`super::packed::dot`]: `NR` packed rows against `NT` prepared inputs, bit for bit.
+///
+/// A block becomes four 8-lane vectors of lane integers, vector `c` holding elements `8c..8c+8`:
+/// the block's words are broadcast to both 128-bit halves and each half shifts its own nibble (or
+/// byte) into place. Multiply and add stay separate.
 ///
 /// # Safety
-/// The CPU must support AVX2 and F16C, `ty` must be Q4_0, Q4_1 or Q8_0 (the types real small
-/// models ship in), and each row must hold whole blocks for `x.len()` weights.
-#[target_feature(enable = "avx2,f16c")]
-pub unsafe fn dot_quant_rows4(ty: GgmlType, rows: [&[u8]; 4], x: &[f32]) -> [f32; 4] {
-    // Array `map` and closures would not be compiled with AVX2 and would turn every intrinsic
-    // into a call: the decoders are plain functions, inlined into each instantiation.
+/// The CPU must support AVX2, and every row must be `ty.row_bytes(n)` long for the inputs'
+/// length `n` (checked).
+#[target_feature(enable = "avx2")]
+pub unsafe fn dot_packed<const NR: usize, const NT: usize>(ty: PackedType, rows: [&[u8]; NR], xs: [Input; NT]) -> [[f32; NT]; NR] {
+    // The per-format code is plain functions, inlined into each instantiation (see below).
     match ty {
-        GgmlType::Q4_0 => dot_blocks4::<18>(rows, x, decode_q4_0),
-        GgmlType::Q4_1 => dot_blocks4::<20>(rows, x, decode_q4_1),
-        _ => dot_blocks4::<34>(rows, x, decode_q8_0),
+        PackedType::Q4_0 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q4_0),
+        PackedType::Q4_1 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q4_1),
+        PackedType::Q8_0 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q8_0),
     }
 }
 
-/// Q4_0: `w = d·(q − 8)`; `q − 8` is exact in f32, so subtracting after conversion matches.
-#[inline(always)]
-unsafe fn decode_q4_0(b: *const u8) -> [__m256; 4] {
-    let (d, eight) = (_mm256_set1_ps(f16_at(b)), _mm256_set1_ps(8.0));
-    let q = nibbles(b.add(2));
-    let w = |q: __m256| _mm256_mul_ps(d, _mm256_sub_ps(q, eight));
-    [w(q[0]), w(q[1]), w(q[2]), w(q[3])]
-}
-
-/// Q4_1: `w = d·q + m`.
-#[inline(always)]
-unsafe fn decode_q4_1(b: *const u8) -> [__m256; 4] {
-    let (d, m) = (_mm256_set1_ps(f16_at(b)), _mm256_set1_ps(f16_at(b.add(2))));
-    let q = nibbles(b.add(4));
-    let w = |q: __m256| _mm256_add_ps(_mm256_mul_ps(d, q), m);
-    [w(q[0]), w(q[1]), w(q[2]), w(q[3])]
-}
-
-/// Q8_0: `w = d·q`, q a signed byte.
-#[inline(always)]
-unsafe fn decode_q8_0(b: *const u8) -> [__m256; 4] {
-    let d = _mm256_set1_ps(f16_at(b));
-    let w = |g: usize| {
-        let q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(b.add(2 + 8 * g) as *const __m128i));
-        _mm256_mul_ps(d, _mm256_cvtepi32_ps(q))
-    };
-    [w(0), w(1), w(2), w(3)]
-}
-
-/// An f16 stored little-endian at `p`, widened exactly.
-#[inline(always)]
-unsafe fn f16_at(p: *const u8) -> f32 {
-    let bits = u16::from_le_bytes([*p, *p.add(1)]);
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
-}
-
-/// 16 bytes of nibbles → 32 values: low nibbles are elements 0–15, high nibbles 16–31.
-#[inline(always)]
-unsafe fn nibbles(p: *const u8) -> [__m256; 4] {
-    let bytes = _mm_loadu_si128(p as *const __m128i);
-    let mask = _mm_set1_epi8(0x0F);
-    let lo = _mm_and_si128(bytes, mask);
-    let hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-    [widen(lo), widen(_mm_srli_si128(lo, 8)), widen(hi), widen(_mm_srli_si128(hi, 8))]
-}
-
-/// The low eight bytes of `v` as eight f32.
-#[inline(always)]
-unsafe fn widen(v: __m128i) -> __m256 {
-    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v))
-}
+/// A block's scale `d`, min `m` (zero when the format has none) and lane integers as f32.
+type Lanes = [__m256; 4];
 
 #[inline(always)]
-unsafe fn dot_blocks4<const BYTES: usize>(rows: [&[u8]; 4], x: &[f32], decode: unsafe fn(*const u8) -> [__m256; 4]) -> [f32; 4] {
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let xp = x.as_ptr();
-    for b in 0..x.len() / 32 {
-        let xs = [
-            _mm256_loadu_ps(xp.add(32 * b)),
-            _mm256_loadu_ps(xp.add(32 * b + 8)),
-            _mm256_loadu_ps(xp.add(32 * b + 16)),
-            _mm256_loadu_ps(xp.add(32 * b + 24)),
-        ];
-        for r in 0..4 {
-            let w = decode(rows[r].as_ptr().add(b * BYTES));
-            for g in 0..4 {
-                acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w[g], xs[g]));
+unsafe fn dot_blocks<const NR: usize, const NT: usize>(
+    ty: PackedType,
+    rows: [&[u8]; NR],
+    xs: [Input; NT],
+    lanes: unsafe fn(*const u8) -> (__m256, __m256, Lanes),
+) -> [[f32; NT]; NR] {
+    let n = xs.first().map_or(0, |x| x.x.len());
+    for row in rows {
+        assert_eq!(ty.row_bytes(n), Some(row.len()), "packed row of the wrong size");
+    }
+    let with_min = ty == PackedType::Q4_1;
+    let mut acc = [[_mm256_setzero_ps(); NT]; NR];
+    for b in 0..n / BLOCK {
+        for r in 0..NR {
+            // SAFETY: block b is inside the row (length checked above).
+            let (d, m, v) = lanes(rows[r].as_ptr().add(b * ty.block_bytes()));
+            for t in 0..NT {
+                // SAFETY: elements 32b..32b+32 are inside every input (n = blocks × 32).
+                let x = xs[t].x.as_ptr().add(b * BLOCK);
+                let mut p = _mm256_mul_ps(v[0], _mm256_loadu_ps(x));
+                for (c, v) in v.iter().enumerate().skip(1) {
+                    p = _mm256_add_ps(p, _mm256_mul_ps(*v, _mm256_loadu_ps(x.add(8 * c))));
+                }
+                acc[r][t] = _mm256_add_ps(acc[r][t], _mm256_mul_ps(d, p));
+                if with_min {
+                    // SAFETY: Q4_1 inputs hold 8 sums per block.
+                    let s = _mm256_loadu_ps(xs[t].sums.as_ptr().add(b * LANES));
+                    acc[r][t] = _mm256_add_ps(acc[r][t], _mm256_mul_ps(m, s));
+                }
             }
         }
     }
-    let mut out = [0.0; 4];
-    for r in 0..4 {
-        let mut lanes = [0.0f32; LANES];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r]);
-        out[r] = fold_lanes(lanes);
+    let mut out = [[0.0; NT]; NR];
+    for r in 0..NR {
+        for t in 0..NT {
+            let mut lanes = [0.0f32; LANES];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r][t]);
+            out[r][t] = fold_lanes(lanes);
+        }
     }
     out
+}
+
+#[inline(always)]
+unsafe fn f32_at(p: *const u8) -> __m256 {
+    _mm256_set1_ps(f32::from_le_bytes(*(p as *const [u8; 4])))
+}
+
+/// Four words at `p`, in both halves of a 256-bit vector.
+#[inline(always)]
+unsafe fn words(p: *const u8) -> __m256i {
+    _mm256_broadcastsi128_si256(_mm_loadu_si128(p as *const __m128i))
+}
+
+/// Lanes 0–3 set to `lo`, 4–7 to `hi`.
+#[inline(always)]
+unsafe fn halves(lo: i32, hi: i32) -> __m256i {
+    _mm256_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi)
+}
+
+/// Vector `c`: nibble `2c` of each word in lanes 0–3 and nibble `2c + 1` in lanes 4–7.
+// No closures here or below: they would not be compiled with AVX2, and every intrinsic in them
+// would become a call.
+#[inline(always)]
+unsafe fn nibbles(w: __m256i) -> [__m256i; 4] {
+    let low = _mm256_set1_epi32(0xF);
+    [
+        _mm256_and_si256(_mm256_srlv_epi32(w, halves(0, 4)), low),
+        _mm256_and_si256(_mm256_srlv_epi32(w, halves(8, 12)), low),
+        _mm256_and_si256(_mm256_srlv_epi32(w, halves(16, 20)), low),
+        _mm256_and_si256(_mm256_srlv_epi32(w, halves(24, 28)), low),
+    ]
+}
+
+/// Q4_0: `q − 8`.
+#[inline(always)]
+unsafe fn lanes_q4_0(b: *const u8) -> (__m256, __m256, Lanes) {
+    let q = nibbles(words(b.add(4)));
+    let eight = _mm256_set1_epi32(8);
+    let v = [
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(q[0], eight)),
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(q[1], eight)),
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(q[2], eight)),
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(q[3], eight)),
+    ];
+    (f32_at(b), _mm256_setzero_ps(), v)
+}
+
+#[inline(always)]
+unsafe fn lanes_q4_1(b: *const u8) -> (__m256, __m256, Lanes) {
+    let q = nibbles(words(b.add(8)));
+    (f32_at(b), f32_at(b.add(4)), [_mm256_cvtepi32_ps(q[0]), _mm256_cvtepi32_ps(q[1]), _mm256_cvtepi32_ps(q[2]), _mm256_cvtepi32_ps(q[3])])
+}
+
+/// Q8_0: byte `p` of each word shifted to the top, then arithmetically down. Vector `c` reads the
+/// words of half `c / 2`, bytes 0 and 1 (even `c`) or 2 and 3 (odd `c`).
+#[inline(always)]
+unsafe fn lanes_q8_0(b: *const u8) -> (__m256, __m256, Lanes) {
+    let (w0, w1) = (words(b.add(4)), words(b.add(20)));
+    let (even, odd) = (halves(24, 16), halves(8, 0));
+    (f32_at(b), _mm256_setzero_ps(), [signed_byte(w0, even), signed_byte(w0, odd), signed_byte(w1, even), signed_byte(w1, odd)])
+}
+
+#[inline(always)]
+unsafe fn signed_byte(w: __m256i, shift: __m256i) -> __m256 {
+    _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_sllv_epi32(w, shift), 24))
 }
 
 #[cfg(test)]
@@ -156,29 +189,28 @@ mod tests {
         }
     }
 
+    /// Every packed type and matmul shape (see the SIMD128 twin's test), bit for bit.
     #[test]
-    fn quantized_rows_are_bit_identical_to_the_portable_decoder() {
-        if !(std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c")) {
-            return eprintln!("no AVX2/F16C on this CPU: nothing to compare");
+    fn packed_dots_are_bit_identical_to_the_portable_code() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return eprintln!("no AVX2 on this CPU: nothing to compare");
         }
-        use crate::kernels::quant::{dot_row_quant, GgmlType};
-        let n = 96;
-        let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.41).sin()).collect();
-        for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
-            let row_bytes = ty.row_bytes(n).unwrap();
-            // Any bytes are a valid block once the f16 scales are sane numbers.
-            let mut bytes: Vec<u8> = (0..4 * row_bytes).map(|i| (i * 37 % 251) as u8).collect();
-            for block in bytes.chunks_mut(ty.block_bytes()) {
-                block[..2].copy_from_slice(&half::f16::from_f32(0.037).to_le_bytes());
-                if ty == GgmlType::Q4_1 {
-                    block[2..4].copy_from_slice(&half::f16::from_f32(-0.25).to_le_bytes());
-                }
-            }
-            let rows: Vec<&[u8]> = bytes.chunks(row_bytes).collect();
-            // SAFETY: AVX2 and F16C checked above; rows hold whole blocks for n weights.
-            let fast = unsafe { super::dot_quant_rows4(ty, [rows[0], rows[1], rows[2], rows[3]], &x) };
-            for r in 0..4 {
-                assert_eq!(fast[r].to_bits(), dot_row_quant(ty, rows[r], &x).to_bits(), "{ty:?} row {r}");
+        use crate::kernels::packed::{self, PackedType};
+        use crate::kernels::tests::wild;
+        for ty in [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0] {
+            for n in [32, 64, 96, 576] {
+                let bytes = packed::sample_rows(ty, n, 4);
+                let rows: Vec<&[u8]> = bytes.chunks(ty.row_bytes(n).unwrap()).collect();
+                let xs = wild(4 * n, 3);
+                let mut room = vec![0.0; 4 * ty.input_floats(n)];
+                let input = packed::prepare_input(ty, &xs, n, 4, &mut room);
+                let (four_rows, four_inputs) = ([rows[0], rows[1], rows[2], rows[3]], [input(0), input(1), input(2), input(3)]);
+                let bits = |a: Vec<f32>| a.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+                // SAFETY: AVX2 checked above; rows hold whole blocks for n weights.
+                let fast = unsafe { super::dot_packed(ty, four_rows, [input(1)]) };
+                assert_eq!(bits(fast.concat()), bits(packed::dot(ty, four_rows, [input(1)]).concat()), "{ty:?} n = {n}, 4 rows");
+                let fast = unsafe { super::dot_packed(ty, [rows[2]], four_inputs) };
+                assert_eq!(bits(fast.concat()), bits(packed::dot(ty, [rows[2]], four_inputs).concat()), "{ty:?} n = {n}, 4 inputs");
             }
         }
     }

@@ -57,6 +57,8 @@ pub(crate) struct Activations {
     gate: Vec<f32>,    // [C, d_ff]      SwiGLU gate (LLaMA only; empty for GPT-2)
     rope_cos: Vec<f32>, // [C, hd/2]     rotation of each position in the chunk
     rope_sin: Vec<f32>, // [C, hd/2]
+    /// The input of a packed matmul as its kernels read it (see `kernels::packed`): grows once.
+    packed_input: Vec<f32>,
     /// `[H, C, n_ctx]`: row (h, t) holds the attention probabilities of query t over keys
     /// `0..=pos`: what `hook_pattern` shows.
     pub(crate) att: Vec<f32>,
@@ -82,6 +84,7 @@ impl Activations {
             gate: if c.arch == Arch::Llama { vec![0.0; n * c.d_ff] } else { Vec::new() },
             rope_cos: vec![0.0; n * half],
             rope_sin: vec![0.0; n * half],
+            packed_input: Vec::new(),
             att: vec![0.0; c.n_head * n * c.n_ctx],
             norm_mean: vec![0.0; n],
             norm_scale: vec![0.0; n],
@@ -140,7 +143,7 @@ pub(crate) fn forward_chunk(
         record_norm(rec, c, acts, NormSite::Ln1(l), pos0, n);
         let mut col = 0;
         for lin in &lw.attn_qkv {
-            linear(&mut acts.qkv[col..], qkv_dim, &acts.xn, w, lin, n);
+            linear(&mut acts.qkv[col..], qkv_dim, &acts.xn, w, lin, n, &mut acts.packed_input);
             col += lin.weight.rows;
         }
         for i in 0..n {
@@ -185,22 +188,22 @@ pub(crate) fn forward_chunk(
         if rec.wants(Hook::AttnPattern(l)) {
             rec.record(Hook::AttnPattern(l), c, acts, pos0, n);
         }
-        linear(&mut acts.proj, d, &acts.att_out, w, &lw.attn_output, n);
+        linear(&mut acts.proj, d, &acts.att_out, w, &lw.attn_output, n, &mut acts.packed_input);
         add_into(&mut acts.x[..n * d], &acts.proj[..n * d]);
 
         // MLP sublayer: x += W_down · act(W_up · norm(x)), act = GELU, or SwiGLU with W_gate.
         normalize(acts, c, w, &lw.ffn_norm, n);
         record_norm(rec, c, acts, NormSite::Ln2(l), pos0, n);
-        linear(&mut acts.up, c.d_ff, &acts.xn, w, &lw.ffn_up, n);
+        linear(&mut acts.up, c.d_ff, &acts.xn, w, &lw.ffn_up, n, &mut acts.packed_input);
         let up = &mut acts.up[..n * c.d_ff];
         match &lw.ffn_gate {
             Some(gate) => {
-                linear(&mut acts.gate, c.d_ff, &acts.xn, w, gate, n);
+                linear(&mut acts.gate, c.d_ff, &acts.xn, w, gate, n, &mut acts.packed_input);
                 up.par_chunks_mut(c.d_ff).zip(acts.gate.par_chunks(c.d_ff)).for_each(|(u, g)| silu_mul(g, u));
             }
             None => up.par_chunks_mut(c.d_ff).for_each(gelu_new),
         }
-        linear(&mut acts.proj, d, &acts.up, w, &lw.ffn_down, n);
+        linear(&mut acts.proj, d, &acts.up, w, &lw.ffn_down, n, &mut acts.packed_input);
         add_into(&mut acts.x[..n * d], &acts.proj[..n * d]);
 
         if rec.wants(Hook::ResidPostNorm(l)) {
@@ -223,22 +226,23 @@ pub(crate) fn forward_chunk(
         if acts.logits.len() < n * v {
             acts.logits.resize(n * v, 0.0);
         }
-        linear(&mut acts.logits, v, &acts.xn, w, &Linear { weight: w.output, bias: None }, n);
+        linear(&mut acts.logits, v, &acts.xn, w, &Linear { weight: w.output, bias: None }, n, &mut acts.packed_input);
         rec.record(Hook::Logits, c, acts, pos0, n);
     } else {
         let last = &acts.xn[(rows - 1) * d..rows * d];
-        linear(&mut acts.logits, v, last, w, &Linear { weight: w.output, bias: None }, 1);
+        linear(&mut acts.logits, v, last, w, &Linear { weight: w.output, bias: None }, 1, &mut acts.packed_input);
     }
 }
 
 /// `out[t·ld ..][..rows] = W x_t + b` for the first `n` rows of `x`.
-fn linear(out: &mut [f32], ld: usize, x: &[f32], w: &Weights, lin: &Linear, n: usize) {
+fn linear(out: &mut [f32], ld: usize, x: &[f32], w: &Weights, lin: &Linear, n: usize, room: &mut Vec<f32>) {
     let m: &Matrix = &lin.weight;
     let rows = match m.data {
         Rows::F32(view) => WeightRows::F32(w.get(view)),
+        Rows::Packed { ty, offset, len } => WeightRows::Packed(ty, w.blocks(offset, len)),
         Rows::Blocks { ty, offset, len } => WeightRows::Blocks(ty, w.blocks(offset, len)),
     };
-    matmul(out, ld, x, rows, lin.bias.map(|b| w.get(b)), n, m.cols, m.rows);
+    matmul(out, ld, x, rows, lin.bias.map(|b| w.get(b)), n, m.cols, m.rows, room);
 }
 
 /// `acts.xn[..n] = norm(acts.x[..n])`, statistics into `acts.norm_mean` / `norm_scale`.

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::kernels::pool::run_as_team;
 use crate::model::forward::{forward_chunk, Activations, KvCache, Recorder, CHUNK};
 use crate::model::{Config, Model};
 use crate::sample::Sampler;
@@ -156,21 +157,14 @@ impl Session {
     fn extend(&mut self, new: &[u32]) {
         let model = Arc::clone(&self.model);
         let mut last_chunk = 0;
-        // `join` moves the forward pass onto a worker of the thread pool when called from outside
-        // it (the CLI's main thread, the page's engine Worker), so every parallel loop inside
-        // starts in the pool rather than being handed over and waited for one by one: hundreds of
-        // hand-offs per token otherwise. Without threads it simply runs here.
-        rayon::join(
-            || {
-                for chunk in new.chunks(CHUNK) {
-                    let pos0 = self.tokens.len();
-                    forward_chunk(&model, &mut self.acts, &mut self.kv, chunk, pos0, &mut self.captures);
-                    self.tokens.extend_from_slice(chunk);
-                    last_chunk = chunk.len();
-                }
-            },
-            || {},
-        );
+        run_as_team(|| {
+            for chunk in new.chunks(CHUNK) {
+                let pos0 = self.tokens.len();
+                forward_chunk(&model, &mut self.acts, &mut self.kv, chunk, pos0, &mut self.captures);
+                self.tokens.extend_from_slice(chunk);
+                last_chunk = chunk.len();
+            }
+        });
         if last_chunk == 0 {
             return;
         }

@@ -1,5 +1,7 @@
 //! Weights as named views into two buffers (llm.c's `ParameterTensors`): f32 values, and
-//! quantized blocks kept exactly as the file stores them, so a Q4 model stays Q4 in memory.
+//! quantized blocks, so a Q4 model stays Q4 in memory. Q4_0, Q4_1 and Q8_0 blocks are re-laid out
+//! once for the kernels ([`packed`]: same integers, f32 scales); other block types are kept as the
+//! file stores them.
 //!
 //! Tensors are named by role, with llama.cpp's names (`token_embd`, `blk.{i}.attn_q`, …), the one
 //! vocabulary shared by every format; [`Naming`] maps them to each checkpoint's own names. Matrices
@@ -9,6 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::formats::{gguf::GgufFile, safetensors::SafetensorsFile};
+use crate::kernels::packed::{self, PackedType};
 use crate::kernels::quant::{dequantize_row, GgmlType};
 use crate::model::{Arch, Config};
 
@@ -24,7 +27,10 @@ pub struct View {
 pub enum Rows {
     /// f32 values in the float buffer.
     F32(View),
-    /// Rows of ggml blocks (quantized, or F16/BF16) in the block buffer, as the file had them.
+    /// Q4_0, Q4_1 or Q8_0 rows in the block buffer, re-laid out for the kernels
+    /// ([`crate::kernels::packed`]).
+    Packed { ty: PackedType, offset: usize, len: usize },
+    /// Rows of other ggml blocks (K-quants, F16, BF16) in the block buffer, as the file had them.
     Blocks { ty: GgmlType, offset: usize, len: usize },
 }
 
@@ -94,6 +100,10 @@ impl Weights {
     pub fn row(&self, m: &Matrix, i: usize, out: &mut [f32]) {
         match m.data {
             Rows::F32(v) => out.copy_from_slice(&self.get(v)[i * m.cols..(i + 1) * m.cols]),
+            Rows::Packed { ty, offset, len } => {
+                let row_bytes = len / m.rows;
+                packed::dequantize_row(ty, &self.blocks(offset, len)[i * row_bytes..(i + 1) * row_bytes], out)
+            }
             Rows::Blocks { ty, offset, len } => {
                 let row_bytes = len / m.rows;
                 dequantize_row(ty, &self.blocks(offset, len)[i * row_bytes..(i + 1) * row_bytes], out)
@@ -114,7 +124,7 @@ impl Weights {
     pub fn n_params(&self) -> usize {
         let mut n = self.floats.len();
         let mut matrix = |m: &Matrix| {
-            if matches!(m.data, Rows::Blocks { .. }) {
+            if !matches!(m.data, Rows::F32(_)) {
                 n += m.rows * m.cols;
             }
         };
@@ -175,8 +185,15 @@ impl Weights {
                 return Err(Error::ShapeMismatch { name: t.name.clone(), expected, got: g.shape().to_vec() });
             }
             if t.shape.len() == 2 && g.ggml_type() != GgmlType::F32 {
-                t.block = Some((g.ggml_type(), n_blocks, g.data().len()));
-                n_blocks = n_blocks.checked_add(g.data().len()).ok_or_else(|| Error::Gguf("tensor sizes overflow".into()))?;
+                let ty = g.ggml_type();
+                // Whole rows: the GGUF reader checked that the data is whole blocks of the shape.
+                let bytes = match PackedType::of(ty) {
+                    Some(p) => p.row_bytes(t.len()),
+                    None => Some(g.data().len()),
+                };
+                let bytes = bytes.ok_or_else(|| Error::Gguf(format!("{}: {} values are not whole {} blocks", t.name, t.len(), ty.name())))?;
+                t.block = Some((ty, n_blocks, bytes));
+                n_blocks = n_blocks.checked_add(bytes).ok_or_else(|| Error::Gguf("tensor sizes overflow".into()))?;
             }
         }
         layout.compact_floats();
@@ -185,7 +202,10 @@ impl Weights {
         for t in &layout.tensors {
             let g = file.tensor(&t.name)?;
             match t.block {
-                Some(_) => blocks.extend_from_slice(g.data()),
+                Some((ty, ..)) => match PackedType::of(ty) {
+                    Some(p) => packed::pack(p, g.data(), &mut blocks),
+                    None => blocks.extend_from_slice(g.data()),
+                },
                 None => dequantize_row(g.ggml_type(), g.data(), &mut floats[t.float_offset..t.float_offset + t.len()]),
             }
         }
@@ -384,7 +404,10 @@ impl Layout {
     fn matrix(&self, name: &str) -> Matrix {
         let Some(t) = self.find(name) else { return Matrix { rows: 0, cols: 0, data: Rows::F32(self.view(name)) } };
         let data = match t.block {
-            Some((ty, offset, len)) => Rows::Blocks { ty, offset, len },
+            Some((ty, offset, len)) => match PackedType::of(ty) {
+                Some(ty) => Rows::Packed { ty, offset, len },
+                None => Rows::Blocks { ty, offset, len },
+            },
             None => Rows::F32(self.view(name)),
         };
         Matrix { rows: t.shape[0], cols: t.shape.get(1).copied().unwrap_or(1), data }

@@ -1,0 +1,368 @@
+//! Q4_0, Q4_1 and Q8_0 matrices as gptlens keeps them in memory, and their dot products: ~90 % of
+//! a decode step for the GGUF models people run in a browser.
+//!
+//! # Exact, and factored
+//! No activation is ever quantized: every product is an f32 product of a weight's integer and an
+//! input value, every sum an f32 sum. The block's scale `d` (and min `m`) multiply once per block
+//! instead of once per weight:
+//! ```text
+//! Σ_i (d·q_i + m)·x_i  =  d·Σ_i q_i·x_i  +  m·Σ_i x_i          (Q4_1; Q4_0 has q − 8 and no m)
+//! ```
+//! `Σ q·x` accumulates products that are exact in f32 up to their own rounding, and `Σ x` of a
+//! block is the same for every row, so it is computed once per input ([`prepare_input`]). That is
+//! a different rounding from decoding each weight to f32 first (`d·q + m` rounds once per weight,
+//! which this avoids), so these kernels are checked against an f64 oracle with a tolerance, and
+//! against each other bit for bit.
+//!
+//! # The layout
+//! Loading re-lays the file's blocks ([`pack`]) so that a vector of four 32-bit lanes turns into
+//! four weights with two shifts by constants (no mask, no table: nothing a wasm engine has to keep
+//! in a register) and one conversion, whatever the SIMD width:
+//! ```text
+//! Q4_0 (20 bytes)  | d f32 | W0 W1 W2 W3 |            element 4p + k = nibble p of W_k (p < 8, k < 4)
+//! Q4_1 (24 bytes)  | d f32 | m f32 | W0 W1 W2 W3 |
+//! Q8_0 (36 bytes)  | d f32 | W0 … W7 |               element 16h + 4p + k = byte p of W_{4h+k}
+//! ```
+//! (`W` little-endian u32; the scales are the file's f16 values widened exactly, so a Q4_1 matrix
+//! takes 24 bytes per 32 weights instead of the file's 20.) A lane's integer `v` is `q` for Q4_1,
+//! `q − 8` for Q4_0, the signed byte for Q8_0: exact in f32.
+//!
+//! # The order of operations
+//! With lanes `j < 8` and `e = 8c + j` the block's elements (`c < 4`):
+//! ```text
+//! P_j = ((v_j·x_j + v_{8+j}·x_{8+j}) + v_{16+j}·x_{16+j}) + v_{24+j}·x_{24+j}
+//! acc_j = acc_j + d·P_j                       Q4_0, Q8_0
+//! acc_j = (acc_j + d·P_j) + m·S_j             Q4_1, with S_j = ((x_j + x_{8+j}) + x_{16+j}) + x_{24+j}
+//! ```
+//! over the blocks in order, then [`fold_lanes`]. The code here is that definition, the fallback
+//! on every target, and the oracle the SIMD128 and AVX2 twins are tested against.
+
+use super::quant::GgmlType;
+use super::{fold_lanes, LANES};
+
+/// Weights per block.
+pub const BLOCK: usize = 32;
+
+/// A matrix type with a packed form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types)] // ggml's spelling
+pub enum PackedType {
+    Q4_0,
+    Q4_1,
+    Q8_0,
+}
+
+impl PackedType {
+    /// The packed form of a file type, if it has one.
+    pub fn of(ty: GgmlType) -> Option<PackedType> {
+        match ty {
+            GgmlType::Q4_0 => Some(PackedType::Q4_0),
+            GgmlType::Q4_1 => Some(PackedType::Q4_1),
+            GgmlType::Q8_0 => Some(PackedType::Q8_0),
+            _ => None,
+        }
+    }
+
+    pub fn ggml(self) -> GgmlType {
+        match self {
+            PackedType::Q4_0 => GgmlType::Q4_0,
+            PackedType::Q4_1 => GgmlType::Q4_1,
+            PackedType::Q8_0 => GgmlType::Q8_0,
+        }
+    }
+
+    /// Bytes per packed block.
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            PackedType::Q4_0 => 20,
+            PackedType::Q4_1 => 24,
+            PackedType::Q8_0 => 36,
+        }
+    }
+
+    /// Bytes of `n` packed weights, or `None` when `n` is not whole blocks or the size overflows.
+    pub fn row_bytes(self, n: usize) -> Option<usize> {
+        if !n.is_multiple_of(BLOCK) {
+            return None;
+        }
+        (n / BLOCK).checked_mul(self.block_bytes())
+    }
+
+    /// Floats [`prepare_input`] writes for one input of `n` values: Q4_1's block sums.
+    pub fn input_floats(self, n: usize) -> usize {
+        match self {
+            PackedType::Q4_1 => n / 4,
+            PackedType::Q4_0 | PackedType::Q8_0 => 0,
+        }
+    }
+}
+
+/// Appends the packed form of `file_bytes`, whole blocks of `ty` as a GGUF file stores them.
+///
+/// # Panics
+/// If `file_bytes` is not whole blocks; a tensor from [`crate::formats::gguf`] always is.
+pub fn pack(ty: PackedType, file_bytes: &[u8], out: &mut Vec<u8>) {
+    let file_block = ty.ggml().block_bytes();
+    assert!(file_bytes.len().is_multiple_of(file_block), "{} bytes are not whole {} blocks", file_bytes.len(), ty.ggml().name());
+    for block in file_bytes.chunks_exact(file_block) {
+        let q = file_integers(ty, block);
+        // The scale (and min): f16, widened exactly as the file decoder does.
+        let f16 = |i: usize| half::f16::from_le_bytes([block[i], block[i + 1]]).to_f32_const();
+        out.extend_from_slice(&f16(0).to_le_bytes());
+        if ty == PackedType::Q4_1 {
+            out.extend_from_slice(&f16(2).to_le_bytes());
+        }
+        let mut words = [0u32; 8];
+        for (e, &q) in q.iter().enumerate() {
+            match ty {
+                PackedType::Q4_0 | PackedType::Q4_1 => words[e % 4] |= u32::from(q & 0xF) << (4 * (e / 4)),
+                PackedType::Q8_0 => words[4 * (e / 16) + e % 4] |= u32::from(q) << (8 * (e % 16 / 4)),
+            }
+        }
+        let n_words = if ty == PackedType::Q8_0 { 8 } else { 4 };
+        for w in &words[..n_words] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+    }
+}
+
+/// The 32 stored integers of a file block (nibbles 0..16, or the bytes of Q8_0's i8s).
+fn file_integers(ty: PackedType, block: &[u8]) -> [u8; BLOCK] {
+    let mut q = [0u8; BLOCK];
+    match ty {
+        PackedType::Q4_0 | PackedType::Q4_1 => {
+            let nibbles = &block[block.len() - 16..];
+            for (j, &byte) in nibbles.iter().enumerate() {
+                q[j] = byte & 0x0F;
+                q[j + 16] = byte >> 4;
+            }
+        }
+        PackedType::Q8_0 => q.copy_from_slice(&block[2..34]),
+    }
+    q
+}
+
+/// One packed block: its scale, its min (0 when the type has none) and its 32 lane integers as f32.
+#[inline(always)]
+fn unpack(ty: PackedType, block: &[u8]) -> (f32, f32, [f32; BLOCK]) {
+    let f32_at = |i: usize| f32::from_le_bytes([block[i], block[i + 1], block[i + 2], block[i + 3]]);
+    let word = |i: usize| u32::from_le_bytes([block[i], block[i + 1], block[i + 2], block[i + 3]]);
+    let mut v = [0.0f32; BLOCK];
+    let (d, m) = match ty {
+        PackedType::Q4_1 => (f32_at(0), f32_at(4)),
+        PackedType::Q4_0 | PackedType::Q8_0 => (f32_at(0), 0.0),
+    };
+    for (e, v) in v.iter_mut().enumerate() {
+        *v = match ty {
+            PackedType::Q4_0 => ((word(4 + 4 * (e % 4)) >> (4 * (e / 4))) & 0xF) as i32 - 8,
+            PackedType::Q4_1 => ((word(8 + 4 * (e % 4)) >> (4 * (e / 4))) & 0xF) as i32,
+            PackedType::Q8_0 => (word(4 + 4 * (4 * (e / 16) + e % 4)) << (24 - 8 * (e % 16 / 4))) as i32 >> 24,
+        } as f32;
+    }
+    (d, m, v)
+}
+
+/// Decodes packed weights to f32 (an embedding lookup): the same bits as the file's decoder.
+///
+/// # Panics
+/// If `bytes.len()` is not `ty.row_bytes(out.len())`.
+pub fn dequantize_row(ty: PackedType, bytes: &[u8], out: &mut [f32]) {
+    assert_eq!(ty.row_bytes(out.len()), Some(bytes.len()), "packed row of the wrong size");
+    for (block, out) in bytes.chunks_exact(ty.block_bytes()).zip(out.chunks_exact_mut(BLOCK)) {
+        let (d, m, v) = unpack(ty, block);
+        for (o, v) in out.iter_mut().zip(v) {
+            // The file decoder's `d·(q − 8)`, `d·q + m` and `d·q`.
+            *o = if ty == PackedType::Q4_1 { d * v + m } else { d * v };
+        }
+    }
+}
+
+/// One input as the kernels read it: the values, and for Q4_1 their per-block lane sums.
+#[derive(Clone, Copy)]
+pub struct Input<'a> {
+    /// `[n]`.
+    pub x: &'a [f32],
+    /// `[n / 4]`: `S_j` of every block, 8 per block (Q4_1 only; empty otherwise).
+    pub sums: &'a [f32],
+}
+
+/// Fills `room` (at least `n_tok` × [`PackedType::input_floats`]) with what the kernels need of
+/// `n_tok` inputs of `n` values, `xs: [n_tok, n]`, and returns a function that hands out input `t`.
+pub fn prepare_input<'a>(ty: PackedType, xs: &'a [f32], n: usize, n_tok: usize, room: &'a mut [f32]) -> impl Fn(usize) -> Input<'a> + Copy + Sync {
+    let per = ty.input_floats(n);
+    assert!(xs.len() >= n * n_tok && room.len() >= per * n_tok && n.is_multiple_of(BLOCK));
+    if per > 0 {
+        for (x, sums) in xs.chunks_exact(n).zip(room.chunks_exact_mut(per)).take(n_tok) {
+            for (block, sums) in x.chunks_exact(BLOCK).zip(sums.chunks_exact_mut(LANES)) {
+                for j in 0..LANES {
+                    sums[j] = ((block[j] + block[8 + j]) + block[16 + j]) + block[24 + j];
+                }
+            }
+        }
+    }
+    let room: &'a [f32] = room;
+    move |t| Input { x: &xs[t * n..(t + 1) * n], sums: &room[t * per..(t + 1) * per] }
+}
+
+/// `NR` packed rows against `NT` prepared inputs: `out[r][t] = row_r · x_t`. Every result has the
+/// bits of `dot::<1, 1>` on that row and input alone.
+///
+/// # Panics
+/// If a row is not `ty.row_bytes(n)` long for the inputs' length `n`.
+#[inline(always)]
+pub fn dot<const NR: usize, const NT: usize>(ty: PackedType, rows: [&[u8]; NR], xs: [Input; NT]) -> [[f32; NT]; NR] {
+    let n = xs.first().map_or(0, |x| x.x.len());
+    for row in rows {
+        assert_eq!(ty.row_bytes(n), Some(row.len()), "packed row of the wrong size");
+    }
+    let mut acc = [[[0.0f32; LANES]; NT]; NR];
+    for b in 0..n / BLOCK {
+        for r in 0..NR {
+            let (d, m, v) = unpack(ty, &rows[r][b * ty.block_bytes()..(b + 1) * ty.block_bytes()]);
+            for t in 0..NT {
+                let x = &xs[t].x[b * BLOCK..(b + 1) * BLOCK];
+                let mut p = [0.0f32; LANES];
+                for j in 0..LANES {
+                    p[j] = v[j] * x[j];
+                }
+                for c in 1..4 {
+                    for j in 0..LANES {
+                        p[j] += v[8 * c + j] * x[8 * c + j];
+                    }
+                }
+                for j in 0..LANES {
+                    acc[r][t][j] += d * p[j];
+                    if ty == PackedType::Q4_1 {
+                        acc[r][t][j] += m * xs[t].sums[b * LANES + j];
+                    }
+                }
+            }
+        }
+    }
+    acc.map(|a| a.map(fold_lanes))
+}
+
+/// `n_rows` packed rows of `n` weights of `ty` ([`sample_file_rows`] packed): test data for the
+/// kernels here and their SIMD twins.
+#[cfg(test)]
+pub(super) fn sample_rows(ty: PackedType, n: usize, n_rows: usize) -> Vec<u8> {
+    let mut packed = Vec::new();
+    pack(ty, &sample_file_rows(ty, n, n_rows), &mut packed);
+    packed
+}
+
+/// `n_rows` rows of file blocks with arbitrary integers, and scales (and mins) that vary from
+/// block to block over normal and subnormal f16 values of both signs.
+#[cfg(test)]
+fn sample_file_rows(ty: PackedType, n: usize, n_rows: usize) -> Vec<u8> {
+    let scales = [0.037, -0.25, 1.5e-6, -3.0e-7, 7.0, 0.0, -0.0041];
+    let file_ty = ty.ggml();
+    let mut file: Vec<u8> = (0..n_rows * file_ty.row_bytes(n).unwrap()).map(|i| (i * 37 % 251) as u8).collect();
+    for (i, block) in file.chunks_mut(file_ty.block_bytes()).enumerate() {
+        block[..2].copy_from_slice(&half::f16::from_f32(scales[i % scales.len()]).to_le_bytes());
+        if ty == PackedType::Q4_1 {
+            block[2..4].copy_from_slice(&half::f16::from_f32(scales[(i + 3) % scales.len()]).to_le_bytes());
+        }
+    }
+    file
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::quant;
+    use crate::kernels::tests::wild;
+
+    const TYPES: [PackedType; 3] = [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0];
+
+    /// One Q4_1 block, `d = 0.5`, `m = −1`, nibbles `q_e = e mod 4`, against `x_e = 1` (and `x_e = e`):
+    /// ```text
+    /// w = 0.5·q − 1 = [−1 −0.5 0 0.5 | −1 −0.5 0 0.5 | … ]   (8 times)
+    /// w · 1 = 8·(−1 − 0.5 + 0 + 0.5) = −8
+/// w · e = Σ_a Σ_r (0.5r − 1)·(4a + r) = Σ_a (−4a + 1) = −104        (e = 4a + r)
+    /// ```
+    #[test]
+    fn one_q4_1_block_as_drawn() {
+        let mut file = Vec::new();
+        file.extend_from_slice(&half::f16::from_f32(0.5).to_le_bytes());
+        file.extend_from_slice(&half::f16::from_f32(-1.0).to_le_bytes());
+        // Byte j holds element j (low nibble) and j + 16 (high nibble), both j mod 4.
+        file.extend((0..16u8).map(|j| (j % 4) | ((j % 4) << 4)));
+        let mut row = Vec::new();
+        pack(PackedType::Q4_1, &file, &mut row);
+        assert_eq!(row.len(), 24);
+        let xs: Vec<f32> = (0..BLOCK).map(|_| 1.0).chain((0..BLOCK).map(|e| e as f32)).collect();
+        let mut room = vec![0.0; 2 * PackedType::Q4_1.input_floats(BLOCK)];
+        let input = prepare_input(PackedType::Q4_1, &xs, BLOCK, 2, &mut room);
+        assert_eq!(dot(PackedType::Q4_1, [&row[..]], [input(0), input(1)]), [[-8.0, -104.0]]);
+    }
+
+    /// Packing keeps every weight: decoding the packed row gives the file decoder's bits.
+    #[test]
+    fn packed_rows_decode_to_the_file_decoders_bits() {
+        for ty in TYPES {
+            let n = 5 * BLOCK;
+            let packed = sample_rows(ty, n, 3);
+            let file = sample_file_rows(ty, n, 3);
+            let (mut ours, mut theirs) = (vec![f32::NAN; 3 * n], vec![f32::NAN; 3 * n]);
+            dequantize_row(ty, &packed, &mut ours);
+            quant::dequantize_row(ty.ggml(), &file, &mut theirs);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&ours), bits(&theirs), "{ty:?}");
+        }
+    }
+
+    /// The factored dot against the decoded weights summed in f64: the difference is f32
+    /// rounding, bounded relative to `Σ |w·x|` (what any f32 summation order can be off by).
+    #[test]
+    fn dots_match_an_f64_oracle() {
+        for ty in TYPES {
+            for n in [32, 96, 576, 1536] {
+                let packed = sample_rows(ty, n, 4);
+                let mut w = vec![0.0; 4 * n];
+                dequantize_row(ty, &packed, &mut w);
+                // Inputs of an ordinary range: a norm's output (the wild inputs of the SIMD tests
+                // also include 1e−6 next to 1e6, where only the bits matter).
+                let x: Vec<f32> = (0..n).map(|i| (i * 7919 % 1000) as f32 / 250.0 - 2.0).collect();
+                let mut room = vec![0.0; ty.input_floats(n)];
+                let input = prepare_input(ty, &x, n, 1, &mut room);
+                let rows: Vec<&[u8]> = packed.chunks(ty.row_bytes(n).unwrap()).collect();
+                let got = dot(ty, [rows[0], rows[1], rows[2], rows[3]], [input(0)]);
+                for r in 0..4 {
+                    let wr = &w[r * n..(r + 1) * n];
+                    let exact: f64 = wr.iter().zip(&x).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                    let magnitude: f64 = wr.iter().zip(&x).map(|(a, b)| (f64::from(*a) * f64::from(*b)).abs()).sum();
+                    let err = (f64::from(got[r][0]) - exact).abs();
+                    assert!(err <= 1e-6 * magnitude + 1e-30, "{ty:?} n = {n} row {r}: {} vs {exact} (Σ|wx| = {magnitude})", got[r][0]);
+                }
+            }
+        }
+    }
+
+    /// A row against four inputs at once, or four rows against one input, gives every result the
+    /// bits it has alone: decode and prefill agree to the bit.
+    #[test]
+    fn batched_dots_give_the_bits_of_single_ones() {
+        for ty in TYPES {
+            let n = 96;
+            let packed = sample_rows(ty, n, 4);
+            let rows: Vec<&[u8]> = packed.chunks(ty.row_bytes(n).unwrap()).collect();
+            let xs = wild(4 * n, 5);
+            let mut room = vec![0.0; 4 * ty.input_floats(n)];
+            let input = prepare_input(ty, &xs, n, 4, &mut room);
+            let by_rows = dot(ty, [rows[0], rows[1], rows[2], rows[3]], [input(2)]);
+            let by_inputs = dot(ty, [rows[1]], [input(0), input(1), input(2), input(3)]);
+            for r in 0..4 {
+                assert_eq!(by_rows[r][0].to_bits(), dot(ty, [rows[r]], [input(2)])[0][0].to_bits(), "{ty:?} row {r}");
+                assert_eq!(by_inputs[0][r].to_bits(), dot(ty, [rows[1]], [input(r)])[0][0].to_bits(), "{ty:?} input {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(PackedType::Q4_1.row_bytes(576), Some(18 * 24));
+        assert_eq!(PackedType::Q8_0.row_bytes(33), None);
+        assert_eq!(PackedType::of(GgmlType::Q6_K), None);
+    }
+}

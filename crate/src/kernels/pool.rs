@@ -1,0 +1,232 @@
+//! How a forward pass uses the thread pool: its matmuls run on a team of spinning threads.
+//!
+//! A decode step is ~200 small matmuls, each tens of microseconds. With plain rayon loops the
+//! threads keep falling asleep between them, and a thread that waits for the other's half of a
+//! loop soon sleeps too (rayon spins a few rounds, then blocks; in the browser, in
+//! `Atomics.wait`): every matmul paid a wake-up, so 2 threads decoded barely faster than 1 in
+//! wasm. llama.cpp spins its threads for the same reason. So during a pass ([`run_as_team`]) the
+//! other workers of the pool spin, taking the pass's tasks as they are posted ([`for_each`]),
+//! and the thread that posts them does tasks too and spins until the last one is done. Between
+//! the pass's loops the helpers also take ordinary rayon jobs (the attention heads), and when the
+//! pass ends they return to rayon.
+//!
+//! The board is one 64-bit word — generation, task count, next task — so that claiming a task is a
+//! single compare-and-swap that fails if the loop it read about has ended.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+/// Runs `pass` on a worker of the current thread pool as the leader of a team of all its
+/// workers: [`for_each`] calls inside `pass` are shared with the team. Without a pool of more
+/// than one thread it simply runs `pass`.
+pub fn run_as_team<R: Send>(pass: impl FnOnce() -> R + Send) -> R {
+    let team = Team::default();
+    // Called from outside the pool (the CLI's main thread, the page's engine Worker), `scope` runs
+    // its body on a pool worker, so the pass's loops start in the pool too.
+    rayon::scope(|s| {
+        let leader = rayon::current_thread_index();
+        for _ in 1..rayon::current_num_threads() {
+            let team = &team;
+            // A thread that runs this while waiting inside the pass (it takes jobs from its own
+            // queue) must return at once: serving the team there would wait for itself.
+            s.spawn(move |_| {
+                if rayon::current_thread_index() != leader {
+                    team.serve();
+                }
+            });
+        }
+        let _lead = Lead::start(&team);
+        pass()
+    })
+}
+
+/// Runs `task(i)` for every `i < n`, on the team when the calling thread leads one (and is not
+/// already inside one of its loops), else on rayon's pool. Returns when every task has run.
+pub fn for_each(n: usize, task: impl Fn(usize) + Sync) {
+    let team = LEADING.replace(std::ptr::null());
+    if team.is_null() || n > MAX_TASKS {
+        LEADING.set(team);
+        use rayon::prelude::*;
+        return (0..n).into_par_iter().for_each(&task);
+    }
+    // Restores the team afterwards, also if a task panics.
+    struct Restore(*const Team);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LEADING.set(self.0);
+        }
+    }
+    let _restore = Restore(team);
+    // A few tasks per thread, each a run of consecutive items: claiming a task moves the board's
+    // cache line between cores, which costs as much as a small matmul tile.
+    let chunks = n.min(rayon::current_num_threads() * TASKS_PER_THREAD);
+    let items = |c: usize| c * n / chunks..(c + 1) * n / chunks;
+    // SAFETY: `LEADING` is non-null only inside `run_as_team`'s body on the leader's thread, and
+    // points at the team that outlives that body.
+    unsafe { &*team }.run(chunks, &|c| items(c).for_each(&task));
+}
+
+/// Tasks per thread in a team loop: enough to even out threads that start late, few enough that
+/// claiming them costs little.
+const TASKS_PER_THREAD: usize = 2;
+
+/// Most tasks one loop can have: the count and the next index share the board's low 32 bits.
+const MAX_TASKS: usize = u16::MAX as usize;
+
+thread_local! {
+    /// The team this thread leads, while it leads one.
+    static LEADING: Cell<*const Team> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Makes the current thread the team's leader until dropped, then sends the helpers home.
+struct Lead<'a>(&'a Team);
+
+impl<'a> Lead<'a> {
+    fn start(team: &'a Team) -> Self {
+        LEADING.set(team);
+        Lead(team)
+    }
+}
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        LEADING.set(std::ptr::null());
+        self.0.done.store(true, Ordering::Release);
+    }
+}
+
+/// A value alone on its cache line (128 bytes: some CPUs fetch lines in pairs).
+#[derive(Default)]
+#[repr(align(128))]
+struct CacheLine<T>(T);
+
+impl<T> std::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// The loop being run: a pointer to the leader's closure, valid while the loop has unfinished
+/// tasks (the leader does not return from [`Team::run`] before).
+struct Job<'a> {
+    task: &'a (dyn Fn(usize) + Sync),
+}
+
+#[derive(Default)]
+struct Team {
+    /// `generation << 32 | count << 16 | next`: the current loop and its next unclaimed task.
+    board: CacheLine<AtomicU64>,
+    /// The current loop's [`Job`].
+    job: AtomicPtr<()>,
+    /// Tasks of the current loop claimed but not yet finished, plus those not yet claimed. On a
+    /// line of its own: threads finishing tasks must not slow down threads claiming them.
+    unfinished: CacheLine<AtomicUsize>,
+    /// A task panicked (the leader panics too, instead of waiting forever).
+    panicked: AtomicBool,
+    /// The pass is over: helpers return.
+    done: AtomicBool,
+}
+
+impl Team {
+    /// Posts a loop of `n` tasks, takes part in it, and waits for the helpers' tasks.
+    fn run(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
+        let job = Job { task };
+        self.job.store(&job as *const Job as *mut (), Ordering::Relaxed);
+        self.unfinished.store(n, Ordering::Relaxed);
+        let generation = (self.board.load(Ordering::Relaxed) >> 32) + 1;
+        // Release: a helper that reads this board also sees the job and the count above.
+        self.board.store(generation << 32 | (n as u64) << 16, Ordering::Release);
+        while self.claim_and_run() {}
+        while self.unfinished.load(Ordering::Acquire) > 0 {
+            std::hint::spin_loop();
+        }
+        assert!(!self.panicked.load(Ordering::Relaxed), "a task of a parallel loop panicked");
+        // The job's address is about to be reused: leave no dangling pointer behind.
+        self.job.store(std::ptr::null_mut(), Ordering::Relaxed);
+    }
+
+    /// A helper's life during a pass: tasks of the team's loops, rayon's jobs in between.
+    fn serve(&self) {
+        while !self.done.load(Ordering::Acquire) {
+            if !self.claim_and_run() && rayon::yield_now() != Some(rayon::Yield::Executed) {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Claims the next task of the current loop and runs it; false when there is none.
+    fn claim_and_run(&self) -> bool {
+        let board = self.board.load(Ordering::Acquire);
+        let (count, next) = ((board >> 16) & 0xFFFF, board & 0xFFFF);
+        if next >= count {
+            return false;
+        }
+        // Fails if another thread took task `next` first, or the loop ended and a new one began
+        // (the generation changed): then this thread just looks again.
+        if self.board.compare_exchange_weak(board, board + 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return true;
+        }
+        // Counts the task as finished even if it panics, so that the leader never waits forever.
+        struct Finished<'a>(&'a Team);
+        impl Drop for Finished<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.panicked.store(true, Ordering::Relaxed);
+                }
+                self.0.unfinished.fetch_sub(1, Ordering::Release);
+            }
+        }
+        let _finished = Finished(self);
+        // SAFETY: this thread holds an unfinished task of the loop whose board it claimed, so the
+        // leader is still inside `run` for that loop, and `job` points at that loop's `Job` (it was
+        // stored before the board this thread read, and is replaced only by a later loop, which
+        // cannot start before this task finishes).
+        let job = unsafe { &*(self.job.load(Ordering::Acquire) as *const Job) };
+        (job.task)(next as usize);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every task of every loop runs exactly once, on a pool of three threads, with loops of many
+    /// sizes back to back (as a forward pass posts them).
+    #[test]
+    fn every_task_runs_once() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let counts: Vec<AtomicUsize> = (0..1000).map(|_| AtomicUsize::new(0)).collect();
+        pool.install(|| {
+            run_as_team(|| {
+                for n in (0..1000).step_by(7).chain([1000]) {
+                    for_each(n, |i| {
+                        counts[i].fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+            })
+        });
+        let expected = |i: usize| (0..1000).step_by(7).chain([1000]).filter(|&n| i < n).count();
+        for (i, c) in counts.iter().enumerate() {
+            assert_eq!(c.load(Ordering::Relaxed), expected(i), "task {i}");
+        }
+    }
+
+    /// A loop inside a task runs (on rayon), and the team is still there for the next loop.
+    #[test]
+    fn nested_loops_run() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let total = AtomicUsize::new(0);
+        pool.install(|| {
+            run_as_team(|| {
+                let count = |_| {
+                    total.fetch_add(1, Ordering::Relaxed);
+                };
+                for_each(4, |_| for_each(5, count));
+                for_each(3, count);
+            })
+        });
+        assert_eq!(total.load(Ordering::Relaxed), 23);
+    }
+}

@@ -70,6 +70,50 @@ pub fn for_each(n: usize, task: impl Fn(usize) + Sync) {
 /// claiming them costs little.
 const TASKS_PER_THREAD: usize = 2;
 
+/// `task(i, chunk i of a)` for every `i < n`, where chunk `i` is `a[i·len..(i+1)·len]`; shared
+/// like [`for_each`].
+///
+/// # Panics
+/// If `a` is shorter than `n` chunks.
+pub fn for_each_chunk<A: Send>(n: usize, (a, len): (&mut [A], usize), task: impl Fn(usize, &mut [A]) + Sync) {
+    let a = Chunks::new(a, len, n);
+    // SAFETY: `for_each` runs each `i` once, so each chunk is borrowed by one task at a time.
+    for_each(n, |i| task(i, unsafe { a.chunk(i) }));
+}
+
+/// `task(i, chunk i of a, chunk i of b)` for every `i < n`, as [`for_each_chunk`].
+pub fn for_each_chunk_pair<A: Send, B: Send>(n: usize, (a, a_len): (&mut [A], usize), (b, b_len): (&mut [B], usize), task: impl Fn(usize, &mut [A], &mut [B]) + Sync) {
+    let (a, b) = (Chunks::new(a, a_len, n), Chunks::new(b, b_len, n));
+    // SAFETY: `for_each` runs each `i` once, so each chunk is borrowed by one task at a time.
+    for_each(n, |i| task(i, unsafe { a.chunk(i) }, unsafe { b.chunk(i) }));
+}
+
+/// A slice cut into `n` chunks that parallel tasks borrow mutably, one task per chunk.
+struct Chunks<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _borrow: std::marker::PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: tasks on other threads get disjoint `&mut [T]` chunks, which is sound for `T: Send`.
+unsafe impl<T: Send> Sync for Chunks<'_, T> {}
+
+impl<'a, T> Chunks<'a, T> {
+    fn new(slice: &'a mut [T], len: usize, n: usize) -> Self {
+        assert!(len.checked_mul(n).is_some_and(|total| total <= slice.len()), "{n} chunks of {len} in a slice of {}", slice.len());
+        Chunks { ptr: slice.as_mut_ptr(), len, _borrow: std::marker::PhantomData }
+    }
+
+    /// Chunk `i`.
+    ///
+    /// # Safety
+    /// `i` must be below the `n` given to `new`, and no other borrow of chunk `i` may be alive.
+    #[allow(clippy::mut_from_ref)] // the caller guarantees exclusive use of chunk `i`
+    unsafe fn chunk(&self, i: usize) -> &mut [T] {
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(i * self.len), self.len) }
+    }
+}
+
 /// Most tasks one loop can have: the count and the next index share the board's low 32 bits.
 const MAX_TASKS: usize = u16::MAX as usize;
 

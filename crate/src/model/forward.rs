@@ -5,11 +5,9 @@
 //! Prompts run in chunks of at most [`CHUNK`] tokens so that activation buffers have a fixed size
 //! whatever the prompt length; the KV cache carries everything earlier chunks computed.
 
-use rayon::prelude::*;
-
 use crate::kernels::activation::{gelu_new, silu_mul};
 use crate::kernels::matmul::{matmul, WeightRows};
-use crate::kernels::{attention::attend, norm, rope};
+use crate::kernels::{attention::attend, norm, pool, rope};
 use crate::model::weights::{Linear, Matrix, Norm, Rows};
 use crate::model::{Arch, Config, Weights};
 use crate::trace::{Hook, NormSite};
@@ -160,25 +158,21 @@ pub(crate) fn forward_chunk(
         // Grouped-query attention: query head h reads key/value head h / (n_head / n_kv_head).
         let group = c.n_head / c.n_kv_head;
         let (keys, values, qkv, n_ctx) = (&kv.k[l], &kv.v[l], &acts.qkv, c.n_ctx);
-        acts.heads[..n * q_dim]
-            .par_chunks_mut(n * hd)
-            .zip(acts.att.par_chunks_mut(CHUNK * n_ctx))
-            .enumerate()
-            .for_each(|(head, (out, probs))| {
-                let kv_col = (head / group) * hd;
-                for i in 0..n {
-                    let q = &qkv[i * qkv_dim + head * hd..i * qkv_dim + (head + 1) * hd];
-                    attend(
-                        q,
-                        &keys[kv_col..],
-                        &values[kv_col..],
-                        kv_dim,
-                        pos0 + i + 1,
-                        &mut probs[i * n_ctx..(i + 1) * n_ctx],
-                        &mut out[i * hd..(i + 1) * hd],
-                    );
-                }
-            });
+        pool::for_each_chunk_pair(c.n_head, (&mut acts.heads, n * hd), (&mut acts.att, CHUNK * n_ctx), |head, out, probs| {
+            let kv_col = (head / group) * hd;
+            for i in 0..n {
+                let q = &qkv[i * qkv_dim + head * hd..i * qkv_dim + (head + 1) * hd];
+                attend(
+                    q,
+                    &keys[kv_col..],
+                    &values[kv_col..],
+                    kv_dim,
+                    pos0 + i + 1,
+                    &mut probs[i * n_ctx..(i + 1) * n_ctx],
+                    &mut out[i * hd..(i + 1) * hd],
+                );
+            }
+        });
         for head in 0..c.n_head {
             for i in 0..n {
                 acts.att_out[i * q_dim + head * hd..i * q_dim + (head + 1) * hd]
@@ -199,9 +193,9 @@ pub(crate) fn forward_chunk(
         match &lw.ffn_gate {
             Some(gate) => {
                 linear(&mut acts.gate, c.d_ff, &acts.xn, w, gate, n, &mut acts.packed_input);
-                up.par_chunks_mut(c.d_ff).zip(acts.gate.par_chunks(c.d_ff)).for_each(|(u, g)| silu_mul(g, u));
+                pool::for_each_chunk_pair(n, (up, c.d_ff), (&mut acts.gate, c.d_ff), |_, u, g| silu_mul(g, u));
             }
-            None => up.par_chunks_mut(c.d_ff).for_each(gelu_new),
+            None => pool::for_each_chunk(n, (up, c.d_ff), |_, u| gelu_new(u)),
         }
         linear(&mut acts.proj, d, &acts.up, w, &lw.ffn_down, n, &mut acts.packed_input);
         add_into(&mut acts.x[..n * d], &acts.proj[..n * d]);

@@ -6,9 +6,8 @@
 //! `Atomics.wait`): every matmul paid a wake-up, so 2 threads decoded barely faster than 1 in
 //! wasm. llama.cpp spins its threads for the same reason. So during a pass ([`run_as_team`]) the
 //! other workers of the pool spin, taking the pass's tasks as they are posted ([`for_each`]),
-//! and the thread that posts them does tasks too and spins until the last one is done. Between
-//! the pass's loops the helpers also take ordinary rayon jobs (the attention heads), and when the
-//! pass ends they return to rayon.
+//! and the thread that posts them does tasks too and spins until the last one is done. When the
+//! pass ends the helpers return to rayon.
 //!
 //! The board is one 64-bit word — generation, task count, next task — so that claiming a task is a
 //! single compare-and-swap that fails if the loop it read about has ended.
@@ -43,8 +42,13 @@ pub fn run_as_team<R: Send>(pass: impl FnOnce() -> R + Send) -> R {
 /// Runs `task(i)` for every `i < n`, on the team when the calling thread leads one (and is not
 /// already inside one of its loops), else on rayon's pool. Returns when every task has run.
 pub fn for_each(n: usize, task: impl Fn(usize) + Sync) {
+    // One task per thread, each a run of consecutive items: claiming a task moves the board's
+    // cache line between cores, which costs as much as a small matmul tile, and measured, more
+    // tasks (2, 3, 4 per thread) decoded 5–15 % slower. A thread that starts late still finds its
+    // task taken by one that is done, so nobody waits for it.
+    let tasks = n.min(rayon::current_num_threads());
     let team = LEADING.replace(std::ptr::null());
-    if team.is_null() || n > MAX_TASKS {
+    if team.is_null() || tasks > MAX_TASKS {
         LEADING.set(team);
         use rayon::prelude::*;
         return (0..n).into_par_iter().for_each(&task);
@@ -57,18 +61,11 @@ pub fn for_each(n: usize, task: impl Fn(usize) + Sync) {
         }
     }
     let _restore = Restore(team);
-    // A few tasks per thread, each a run of consecutive items: claiming a task moves the board's
-    // cache line between cores, which costs as much as a small matmul tile.
-    let chunks = n.min(rayon::current_num_threads() * TASKS_PER_THREAD);
-    let items = |c: usize| c * n / chunks..(c + 1) * n / chunks;
+    let items = |c: usize| c * n / tasks..(c + 1) * n / tasks;
     // SAFETY: `LEADING` is non-null only inside `run_as_team`'s body on the leader's thread, and
     // points at the team that outlives that body.
-    unsafe { &*team }.run(chunks, &|c| items(c).for_each(&task));
+    unsafe { &*team }.run(tasks, &|c| items(c).for_each(&task));
 }
-
-/// Tasks per thread in a team loop: enough to even out threads that start late, few enough that
-/// claiming them costs little.
-const TASKS_PER_THREAD: usize = 2;
 
 /// `task(i, chunk i of a)` for every `i < n`, where chunk `i` is `a[i·len..(i+1)·len]`; shared
 /// like [`for_each`].
@@ -114,7 +111,8 @@ impl<'a, T> Chunks<'a, T> {
     }
 }
 
-/// Most tasks one loop can have: the count and the next index share the board's low 32 bits.
+/// Most tasks one loop can have (threads in a team): the count and the next index share the
+/// board's low 32 bits.
 const MAX_TASKS: usize = u16::MAX as usize;
 
 thread_local! {
@@ -190,10 +188,10 @@ impl Team {
         self.job.store(std::ptr::null_mut(), Ordering::Relaxed);
     }
 
-    /// A helper's life during a pass: tasks of the team's loops, rayon's jobs in between.
+    /// A helper's life during a pass: the tasks of the team's loops, spinning in between.
     fn serve(&self) {
         while !self.done.load(Ordering::Acquire) {
-            if !self.claim_and_run() && rayon::yield_now() != Some(rayon::Yield::Executed) {
+            if !self.claim_and_run() {
                 std::hint::spin_loop();
             }
         }

@@ -179,13 +179,22 @@ impl Team {
         let generation = (self.board.load(Ordering::Relaxed) >> 32) + 1;
         // Release: a helper that reads this board also sees the job and the count above.
         self.board.store(generation << 32 | (n as u64) << 16, Ordering::Release);
-        while self.claim_and_run() {}
-        while self.unfinished.load(Ordering::Acquire) > 0 {
-            std::hint::spin_loop();
+        // Waits for the helpers' tasks when dropped: at the end, and also when one of this thread's
+        // own tasks panics, so that `job` never dies while a helper still runs it.
+        struct WaitForAll<'a>(&'a Team);
+        impl Drop for WaitForAll<'_> {
+            fn drop(&mut self) {
+                while self.0.unfinished.load(Ordering::Acquire) > 0 {
+                    std::hint::spin_loop();
+                }
+                // The job's address is about to be reused: leave no dangling pointer behind.
+                self.0.job.store(std::ptr::null_mut(), Ordering::Relaxed);
+            }
         }
+        let wait = WaitForAll(self);
+        while self.claim_and_run() {}
+        drop(wait);
         assert!(!self.panicked.load(Ordering::Relaxed), "a task of a parallel loop panicked");
-        // The job's address is about to be reused: leave no dangling pointer behind.
-        self.job.store(std::ptr::null_mut(), Ordering::Relaxed);
     }
 
     /// A helper's life during a pass: the tasks of the team's loops, spinning in between.
@@ -270,5 +279,17 @@ mod tests {
             })
         });
         assert_eq!(total.load(Ordering::Relaxed), 23);
+    }
+
+    /// A task that panics, on whichever thread, makes the pass panic instead of hanging.
+    #[test]
+    fn a_panicking_task_panics_the_pass() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        for bad in 0..2 {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.install(|| run_as_team(|| for_each(2, |i| assert_ne!(i, bad, "task {i} fails"))));
+            }));
+            assert!(result.is_err(), "task {bad} panicked, the pass returned");
+        }
     }
 }

@@ -72,7 +72,7 @@ enum Command {
 
 #[derive(Args)]
 struct Input {
-    /// A model folder (config.json + model.safetensors [+ tokenizer files]) or a .safetensors file.
+    /// A model folder (config.json + model.safetensors [+ tokenizer files]), a .safetensors file, or a .gguf file.
     #[arg(long)]
     model: PathBuf,
     /// Text to tokenize (needs tokenizer files).

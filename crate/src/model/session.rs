@@ -157,6 +157,7 @@ impl Session {
     fn extend(&mut self, new: &[u32]) {
         let model = Arc::clone(&self.model);
         let mut last_chunk = 0;
+        // On the thread pool, its workers spinning as one team for the pass's loops (`kernels::pool`).
         run_as_team(|| {
             for chunk in new.chunks(CHUNK) {
                 let pos0 = self.tokens.len();

@@ -186,6 +186,13 @@ pub struct Input<'a> {
     pub sums: &'a [f32],
 }
 
+impl Input<'_> {
+    /// Panics unless this input has `n` values and, for Q4_1, its sums: what every kernel reads.
+    pub fn check(&self, ty: PackedType, n: usize) {
+        assert!(self.x.len() == n && self.sums.len() >= ty.input_floats(n), "inputs of different lengths, or without their sums");
+    }
+}
+
 /// Fills `room` (at least `n_tok` × [`PackedType::input_floats`]) with what the kernels need of
 /// `n_tok` inputs of `n` values, `xs: [n_tok, n]`, and returns a function that hands out input `t`.
 pub fn prepare_input<'a>(ty: PackedType, xs: &'a [f32], n: usize, n_tok: usize, room: &'a mut [f32]) -> impl Fn(usize) -> Input<'a> + Copy + Sync {
@@ -214,6 +221,9 @@ pub fn dot<const NR: usize, const NT: usize>(ty: PackedType, rows: [&[u8]; NR], 
     let n = xs.first().map_or(0, |x| x.x.len());
     for row in rows {
         assert_eq!(ty.row_bytes(n), Some(row.len()), "packed row of the wrong size");
+    }
+    for x in &xs {
+        x.check(ty, n);
     }
     let mut acc = [[[0.0f32; LANES]; NT]; NR];
     for b in 0..n / BLOCK {

@@ -48,8 +48,8 @@ pub unsafe fn dot_rows<const R: usize>(w: &[f32], xs: [&[f32]; R]) -> [f32; R] {
 /// byte) into place. Multiply and add stay separate.
 ///
 /// # Safety
-/// The CPU must support AVX2, and every row must be `ty.row_bytes(n)` long for the inputs'
-/// length `n` (checked).
+/// The CPU must support AVX2. (Rows of `ty.row_bytes(n)` bytes for inputs of `n` values, and
+/// Q4_1's sums, are checked.)
 #[target_feature(enable = "avx2")]
 pub unsafe fn dot_packed<const NR: usize, const NT: usize>(ty: PackedType, rows: [&[u8]; NR], xs: [Input; NT]) -> [[f32; NT]; NR] {
     // The per-format code is plain functions, inlined into each instantiation (see below).
@@ -73,6 +73,10 @@ unsafe fn dot_blocks<const NR: usize, const NT: usize>(
     let n = xs.first().map_or(0, |x| x.x.len());
     for row in rows {
         assert_eq!(ty.row_bytes(n), Some(row.len()), "packed row of the wrong size");
+    }
+    // The loads below read whole blocks of every input, and Q4_1's sums: check that they exist.
+    for x in &xs {
+        x.check(ty, n);
     }
     let with_min = ty == PackedType::Q4_1;
     let mut acc = [[_mm256_setzero_ps(); NT]; NR];

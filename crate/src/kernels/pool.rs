@@ -51,8 +51,10 @@ pub fn for_each(n: usize, task: impl Fn(usize) + Sync) {
     // tasks (2, 3, 4 per thread) decoded 5–15 % slower. A thread that starts late still finds its
     // task taken by one that is done, so nobody waits for it.
     let tasks = n.min(rayon::current_num_threads());
-    if tasks == 0 {
-        return;
+    // One item (a decode step's SwiGLU), or one thread: no one to share with, and handing the item
+    // to a helper would only add a round trip between cores.
+    if tasks <= 1 {
+        return (0..n).for_each(task);
     }
     let team = LEADING.replace(std::ptr::null());
     if team.is_null() || tasks > MAX_TASKS {

@@ -55,10 +55,6 @@ pub fn matmul(out: &mut [f32], ld: usize, x: &[f32], w: WeightRows, bias: Option
     // SAFETY (both loops): `out` holds every t·ld + o (asserted above) and each task writes only
     // the o of its own tile, disjoint from every other task's.
     if let WeightRows::Packed(ty, b) = w {
-        let needed = n_tok * ty.input_floats(n_in);
-        if room.len() < needed {
-            room.resize(needed, 0.0);
-        }
         let input = packed::prepare_input(ty, x, n_in, n_tok, room);
         pool::for_each(n_tiles, |t| unsafe { packed_tile(ptr, ty, b, input, bias, shape, tile(t)) });
     } else {
@@ -345,7 +341,7 @@ mod tests {
                 let x = crate::kernels::tests::wild(n_tok * n_in, 9);
                 let mut out = vec![0.0; n_tok * n_out];
                 matmul(&mut out, n_out, &x, WeightRows::Packed(ty, &blocks), None, n_tok, n_in, n_out, &mut Vec::new());
-                let mut room = vec![0.0; n_tok * ty.input_floats(n_in)];
+                let mut room = Vec::new();
                 let input = packed::prepare_input(ty, &x, n_in, n_tok, &mut room);
                 for (i, got) in out.iter().enumerate() {
                     let (t, o) = (i / n_out, i % n_out);

@@ -37,7 +37,7 @@
 //! over the blocks in order, then [`fold_lanes`]. The code here is that definition, the fallback
 //! on every target, and the oracle the SIMD128 and AVX2 twins are tested against.
 
-use super::quant::GgmlType;
+use super::quant::{f16_at, GgmlType};
 use super::{fold_lanes, LANES};
 
 /// Weights per block.
@@ -107,10 +107,9 @@ pub fn pack(ty: PackedType, file_bytes: &[u8], out: &mut Vec<u8>) {
     for block in file_bytes.chunks_exact(file_block) {
         let q = file_integers(ty, block);
         // The scale (and min): f16, widened exactly as the file decoder does.
-        let f16 = |i: usize| half::f16::from_le_bytes([block[i], block[i + 1]]).to_f32_const();
-        out.extend_from_slice(&f16(0).to_le_bytes());
+        out.extend_from_slice(&f16_at(block, 0).to_le_bytes());
         if ty == PackedType::Q4_1 {
-            out.extend_from_slice(&f16(2).to_le_bytes());
+            out.extend_from_slice(&f16_at(block, 2).to_le_bytes());
         }
         let mut words = [0u32; 8];
         for (e, &q) in q.iter().enumerate() {
@@ -193,11 +192,14 @@ impl Input<'_> {
     }
 }
 
-/// Fills `room` (at least `n_tok` × [`PackedType::input_floats`]) with what the kernels need of
-/// `n_tok` inputs of `n` values, `xs: [n_tok, n]`, and returns a function that hands out input `t`.
-pub fn prepare_input<'a>(ty: PackedType, xs: &'a [f32], n: usize, n_tok: usize, room: &'a mut [f32]) -> impl Fn(usize) -> Input<'a> + Copy + Sync {
+/// Fills `room` (grown if it is too small, then reused) with what the kernels need of `n_tok`
+/// inputs of `n` values, `xs: [n_tok, n]`, and returns a function that hands out input `t`.
+pub fn prepare_input<'a>(ty: PackedType, xs: &'a [f32], n: usize, n_tok: usize, room: &'a mut Vec<f32>) -> impl Fn(usize) -> Input<'a> + Copy + Sync {
     let per = ty.input_floats(n);
-    assert!(xs.len() >= n * n_tok && room.len() >= per * n_tok && n.is_multiple_of(BLOCK));
+    assert!(xs.len() >= n * n_tok && n.is_multiple_of(BLOCK));
+    if room.len() < per * n_tok {
+        room.resize(per * n_tok, 0.0);
+    }
     if per > 0 {
         for (x, sums) in xs.chunks_exact(n).zip(room.chunks_exact_mut(per)).take(n_tok) {
             for (block, sums) in x.chunks_exact(BLOCK).zip(sums.chunks_exact_mut(LANES)) {
@@ -207,7 +209,7 @@ pub fn prepare_input<'a>(ty: PackedType, xs: &'a [f32], n: usize, n_tok: usize, 
             }
         }
     }
-    let room: &'a [f32] = room;
+    let room: &'a [f32] = &room[..];
     move |t| Input { x: &xs[t * n..(t + 1) * n], sums: &room[t * per..(t + 1) * per] }
 }
 
@@ -302,7 +304,7 @@ mod tests {
         pack(PackedType::Q4_1, &file, &mut row);
         assert_eq!(row.len(), 24);
         let xs: Vec<f32> = (0..BLOCK).map(|_| 1.0).chain((0..BLOCK).map(|e| e as f32)).collect();
-        let mut room = vec![0.0; 2 * PackedType::Q4_1.input_floats(BLOCK)];
+        let mut room = Vec::new();
         let input = prepare_input(PackedType::Q4_1, &xs, BLOCK, 2, &mut room);
         assert_eq!(dot(PackedType::Q4_1, [&row[..]], [input(0), input(1)]), [[-8.0, -104.0]]);
     }
@@ -334,7 +336,7 @@ mod tests {
                 // Inputs of an ordinary range: a norm's output (the wild inputs of the SIMD tests
                 // also include 1e−6 next to 1e6, where only the bits matter).
                 let x: Vec<f32> = (0..n).map(|i| (i * 7919 % 1000) as f32 / 250.0 - 2.0).collect();
-                let mut room = vec![0.0; ty.input_floats(n)];
+                let mut room = Vec::new();
                 let input = prepare_input(ty, &x, n, 1, &mut room);
                 let rows: Vec<&[u8]> = packed.chunks(ty.row_bytes(n).unwrap()).collect();
                 let got = dot(ty, [rows[0], rows[1], rows[2], rows[3]], [input(0)]);
@@ -358,7 +360,7 @@ mod tests {
             let packed = sample_rows(ty, n, 4);
             let rows: Vec<&[u8]> = packed.chunks(ty.row_bytes(n).unwrap()).collect();
             let xs = wild(4 * n, 5);
-            let mut room = vec![0.0; 4 * ty.input_floats(n)];
+            let mut room = Vec::new();
             let input = prepare_input(ty, &xs, n, 4, &mut room);
             let by_rows = dot(ty, [rows[0], rows[1], rows[2], rows[3]], [input(2)]);
             let by_inputs = dot(ty, [rows[1]], [input(0), input(1), input(2), input(3)]);

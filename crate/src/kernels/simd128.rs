@@ -364,7 +364,7 @@ mod tests {
                 let bytes = packed::sample_rows(ty, n, 4);
                 let rows: Vec<&[u8]> = bytes.chunks(ty.row_bytes(n).unwrap()).collect();
                 let xs: Vec<f32> = wild(4 * n, 3);
-                let mut room = vec![0.0; 4 * ty.input_floats(n)];
+                let mut room = Vec::new();
                 let input = packed::prepare_input(ty, &xs, n, 4, &mut room);
                 let four_rows = [rows[0], rows[1], rows[2], rows[3]];
                 let four_inputs = [input(0), input(1), input(2), input(3)];

@@ -185,15 +185,15 @@ impl Weights {
                 return Err(Error::ShapeMismatch { name: t.name.clone(), expected, got: g.shape().to_vec() });
             }
             if t.shape.len() == 2 && g.ggml_type() != GgmlType::F32 {
-                let ty = g.ggml_type();
+                let (ty, offset) = (g.ggml_type(), n_blocks);
+                let not_whole = || Error::Gguf(format!("{}: {} values are not whole {} blocks", t.name, t.len(), ty.name()));
                 // Whole rows: the GGUF reader checked that the data is whole blocks of the shape.
-                let bytes = match PackedType::of(ty) {
-                    Some(p) => p.row_bytes(t.len()),
-                    None => Some(g.data().len()),
+                let (rows, len) = match PackedType::of(ty) {
+                    Some(p) => p.row_bytes(t.len()).map(|len| (Rows::Packed { ty: p, offset, len }, len)).ok_or_else(not_whole)?,
+                    None => (Rows::Blocks { ty, offset, len: g.data().len() }, g.data().len()),
                 };
-                let bytes = bytes.ok_or_else(|| Error::Gguf(format!("{}: {} values are not whole {} blocks", t.name, t.len(), ty.name())))?;
-                t.block = Some((ty, n_blocks, bytes));
-                n_blocks = n_blocks.checked_add(bytes).ok_or_else(|| Error::Gguf("tensor sizes overflow".into()))?;
+                n_blocks = n_blocks.checked_add(len).ok_or_else(|| Error::Gguf("tensor sizes overflow".into()))?;
+                t.block = Some(rows);
             }
         }
         layout.compact_floats();
@@ -202,10 +202,8 @@ impl Weights {
         for t in &layout.tensors {
             let g = file.tensor(&t.name)?;
             match t.block {
-                Some((ty, ..)) => match PackedType::of(ty) {
-                    Some(p) => packed::pack(p, g.data(), &mut blocks),
-                    None => blocks.extend_from_slice(g.data()),
-                },
+                Some(Rows::Packed { ty, .. }) => packed::pack(ty, g.data(), &mut blocks),
+                Some(_) => blocks.extend_from_slice(g.data()),
                 None => dequantize_row(g.ggml_type(), g.data(), &mut floats[t.float_offset..t.float_offset + t.len()]),
             }
         }
@@ -320,8 +318,9 @@ struct PlannedTensor {
     /// `[rows, cols]` for matrices, `[len]` for vectors.
     shape: Vec<usize>,
     float_offset: usize,
-    /// `(type, offset, len)` in the block buffer, for matrices kept in their stored type.
-    block: Option<(GgmlType, usize, usize)>,
+    /// Where the matrix lives in the block buffer ([`Rows::Packed`] or [`Rows::Blocks`]), for
+    /// matrices not decoded to f32.
+    block: Option<Rows>,
 }
 
 impl PlannedTensor {
@@ -403,13 +402,7 @@ impl Layout {
 
     fn matrix(&self, name: &str) -> Matrix {
         let Some(t) = self.find(name) else { return Matrix { rows: 0, cols: 0, data: Rows::F32(self.view(name)) } };
-        let data = match t.block {
-            Some((ty, offset, len)) => match PackedType::of(ty) {
-                Some(ty) => Rows::Packed { ty, offset, len },
-                None => Rows::Blocks { ty, offset, len },
-            },
-            None => Rows::F32(self.view(name)),
-        };
+        let data = t.block.unwrap_or_else(|| Rows::F32(self.view(name)));
         Matrix { rows: t.shape[0], cols: t.shape.get(1).copied().unwrap_or(1), data }
     }
 

@@ -60,4 +60,8 @@ pub enum Error {
 
     #[error("{0}")]
     InvalidArgument(String),
+
+    /// No usable GPU, a device lost or out of memory, a limit the model does not fit in.
+    #[error("GPU: {0}")]
+    Gpu(String),
 }

@@ -6,15 +6,19 @@
 
 #[cfg(target_arch = "wasm32")]
 pub mod bindings;
+pub mod backend;
 pub mod checkpoint;
 pub mod error;
 pub mod formats;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod kernels;
 pub mod model;
 pub mod sample;
 pub mod tokenizer;
 pub mod trace;
 
+pub use backend::{Backend, BackendChoice};
 pub use checkpoint::Checkpoint;
 pub use error::{Error, Result};
 pub use model::{Model, Session};

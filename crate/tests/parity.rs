@@ -7,39 +7,13 @@
 
 mod common;
 
-use common::{ids, load, max_abs_diff, reference};
+use common::{check_against_pytorch, ids, load, reference};
 use gptlens::sample::{SamplingParams, Sampler};
 use gptlens::{CaptureSpec, Session};
 
 fn check_model(model: &str) {
     let ckpt = load(model);
-    let reference = reference(model);
-    let tokens = ids(&reference["tokens"]);
-    let mut session = Session::new(ckpt.model.clone());
-    let trace = session.run(&tokens, &CaptureSpec::all(&ckpt.model.config)).unwrap();
-
-    let expected_names: Vec<&str> =
-        reference.keys().map(String::as_str).filter(|n| !matches!(*n, "tokens" | "greedy")).collect();
-    let traced_names: Vec<&str> = trace.names().collect();
-    assert_eq!(traced_names, expected_names, "the trace must offer exactly the reference hooks");
-
-    for name in expected_names {
-        let (got, want) = (&trace.get(name).unwrap(), &reference[name]);
-        assert_eq!(got.shape, want.shape, "{model} {name}");
-        assert!(got.data.iter().all(|x| x.is_finite()), "{model} {name} has a NaN or infinity");
-        let worst = if name == "logits" || name.ends_with("hook_pattern") {
-            max_abs_diff(&got.data, &want.data)
-        } else {
-            let floor = if name.ends_with("hook_mean") { 1.0 } else { 0.0 };
-            got.data.iter().zip(&want.data).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max)
-        };
-        let tolerance = if name == "logits" { 1e-4 } else { 1e-5 };
-        assert!(worst <= tolerance, "{model} {name}: off by {worst:e} (tolerance {tolerance:e})");
-    }
-    // The last position's logits are also what every run returns without capture.
-    let v = ckpt.model.config.vocab_size;
-    let all = &reference["logits"].data;
-    assert!(max_abs_diff(&trace.last_logits, &all[all.len() - v..]) <= 1e-4);
+    check_against_pytorch(model, &mut Session::new(ckpt.model.clone()));
 }
 
 #[test]

@@ -7,7 +7,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::backend::Backend;
 use crate::error::{Error, Result};
+#[cfg(feature = "gpu")]
+use crate::gpu::{GpuPass, GPU_CHUNK};
 use crate::kernels::pool::run_as_team;
 use crate::model::forward::{forward_chunk, Activations, KvCache, Recorder, CHUNK};
 use crate::model::{Config, Model};
@@ -16,8 +19,7 @@ use crate::trace::{CaptureSpec, Hook, Tensor, Trace};
 
 pub struct Session {
     model: Arc<Model>,
-    acts: Activations,
-    kv: KvCache,
+    engine: Engine,
     /// Tokens whose keys and values are in the cache, in order.
     tokens: Vec<u32>,
     captures: Captures,
@@ -25,16 +27,50 @@ pub struct Session {
     last_logits: Vec<f32>,
 }
 
+/// Where the forward pass runs, with the state it keeps between runs.
+enum Engine {
+    Cpu { acts: Activations, kv: KvCache },
+    /// Buffers, KV cache and planned dispatches on a device (`crate::gpu`).
+    #[cfg(feature = "gpu")]
+    Gpu(Box<GpuPass>),
+}
+
 impl Session {
+    /// A session on the CPU.
     pub fn new(model: Arc<Model>) -> Session {
         let c = &model.config;
         Session {
-            acts: Activations::new(c),
-            kv: KvCache::new(c),
+            engine: Engine::Cpu { acts: Activations::new(c), kv: KvCache::new(c) },
             tokens: Vec::new(),
             captures: Captures::default(),
             last_logits: vec![0.0; c.vocab_size],
             model,
+        }
+    }
+
+    /// A session on `backend`: the CPU, or a model already on a GPU (its buffers are made here,
+    /// once; later runs reuse them).
+    pub fn with_backend(model: Arc<Model>, backend: &Backend) -> Result<Session> {
+        match backend {
+            Backend::Cpu => Ok(Session::new(model)),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(on_gpu) => {
+                if !Arc::ptr_eq(&on_gpu.model, &model) {
+                    return Err(Error::InvalidArgument("the GPU holds another model than the one given".into()));
+                }
+                let mut session = Session::new(model);
+                session.engine = Engine::Gpu(Box::new(GpuPass::new(Arc::clone(on_gpu))?));
+                Ok(session)
+            }
+        }
+    }
+
+    /// `"cpu"` or `"gpu"`: where this session's passes run.
+    pub fn backend_name(&self) -> &'static str {
+        match self.engine {
+            Engine::Cpu { .. } => "cpu",
+            #[cfg(feature = "gpu")]
+            Engine::Gpu(_) => "gpu",
         }
     }
 
@@ -64,8 +100,24 @@ impl Session {
 
     /// Runs `tokens`, reusing the longest prefix shared with what the session ran before, and
     /// returns the trace of the whole sequence with the hooks in `spec`. Invalid input is rejected
-    /// before the session changes, so an error loses nothing.
+    /// before the session changes, so an error loses nothing. On a GPU this waits for the device
+    /// (natively); in the browser a GPU session runs only through [`Session::run_async`].
     pub fn run(&mut self, tokens: &[u32], spec: &CaptureSpec) -> Result<Trace> {
+        self.check_blocking()?;
+        let keep = self.begin_run(tokens, spec)?;
+        self.extend_blocking(&tokens[keep..])?;
+        Ok(self.trace(tokens.len() - keep))
+    }
+
+    /// [`Session::run`] for callers that must not block: on a GPU it awaits the readback.
+    pub async fn run_async(&mut self, tokens: &[u32], spec: &CaptureSpec) -> Result<Trace> {
+        let keep = self.begin_run(tokens, spec)?;
+        self.extend(&tokens[keep..]).await?;
+        Ok(self.trace(tokens.len() - keep))
+    }
+
+    /// Validates a run and drops what it will not reuse; returns how many cached tokens it keeps.
+    fn begin_run(&mut self, tokens: &[u32], spec: &CaptureSpec) -> Result<usize> {
         self.check_tokens(tokens, 0)?;
         let mut keep = common_prefix(&self.tokens, tokens);
         if !spec.is_subset(&self.captures.spec) {
@@ -79,16 +131,22 @@ impl Session {
         }
         self.truncate(keep);
         self.captures.narrow_to(spec);
-        let computed = tokens.len() - keep;
-        self.extend(&tokens[keep..]);
-        Ok(self.trace(computed))
+        Ok(keep)
     }
 
     /// Appends one token (one decode step) and returns the logits that predict the next one.
     /// Hooks being captured in this session keep being recorded.
     pub fn step(&mut self, token: u32) -> Result<&[f32]> {
+        self.check_blocking()?;
         self.check_tokens(&[token], self.tokens.len())?;
-        self.extend(&[token]);
+        self.extend_blocking(&[token])?;
+        Ok(&self.last_logits)
+    }
+
+    /// [`Session::step`] without blocking.
+    pub async fn step_async(&mut self, token: u32) -> Result<&[f32]> {
+        self.check_tokens(&[token], self.tokens.len())?;
+        self.extend(&[token]).await?;
         Ok(&self.last_logits)
     }
 
@@ -100,6 +158,16 @@ impl Session {
         }
         let token = sampler.sample(&self.last_logits)?;
         self.step(token)?;
+        Ok(token)
+    }
+
+    /// [`Session::sample_next`] without blocking.
+    pub async fn sample_next_async(&mut self, sampler: &mut Sampler) -> Result<u32> {
+        if self.tokens.is_empty() {
+            return Err(Error::InvalidArgument("nothing to continue: run a prompt before sampling".into()));
+        }
+        let token = sampler.sample(&self.last_logits)?;
+        self.step_async(token).await?;
         Ok(token)
     }
 
@@ -153,16 +221,59 @@ impl Session {
         self.captures.truncate(&self.model.config, n);
     }
 
-    /// Runs `new` after the cached tokens, chunk by chunk. The caller has validated the tokens.
-    fn extend(&mut self, new: &[u32]) {
+    /// A GPU session in the browser cannot wait for the device without returning to the event
+    /// loop: it must be driven through the `_async` methods.
+    fn check_blocking(&self) -> Result<()> {
+        #[cfg(all(feature = "gpu", target_arch = "wasm32"))]
+        if matches!(self.engine, Engine::Gpu(_)) {
+            return Err(Error::InvalidArgument("a WebGPU session runs asynchronously: use runAsync / stepAsync / sampleNextAsync".into()));
+        }
+        Ok(())
+    }
+
+    /// [`Session::extend`], waiting for the GPU if there is one (natively only).
+    fn extend_blocking(&mut self, new: &[u32]) -> Result<()> {
+        #[cfg(all(feature = "gpu", not(target_arch = "wasm32")))]
+        if matches!(self.engine, Engine::Gpu(_)) {
+            return pollster::block_on(self.extend(new));
+        }
+        self.extend_cpu(new);
+        Ok(())
+    }
+
+    /// Runs `new` after the cached tokens. The caller has validated the tokens.
+    async fn extend(&mut self, new: &[u32]) -> Result<()> {
+        #[cfg(feature = "gpu")]
+        if let Engine::Gpu(pass) = &mut self.engine {
+            // A GPU pass takes up to GPU_CHUNK tokens in one command encoder.
+            for chunk in new.chunks(GPU_CHUNK) {
+                let spec = &self.captures.spec;
+                let out = pass.forward(chunk, self.tokens.len(), &|hook| spec.contains(hook)).await?;
+                for (hook, values) in out.hooks {
+                    self.captures.append(hook, &values);
+                }
+                self.tokens.extend_from_slice(chunk);
+                self.last_logits = out.last_logits;
+            }
+            return Ok(());
+        }
+        self.extend_cpu(new);
+        Ok(())
+    }
+
+    /// Runs `new` on the CPU, chunk by chunk.
+    fn extend_cpu(&mut self, new: &[u32]) {
         let model = Arc::clone(&self.model);
+        #[allow(irrefutable_let_patterns)] // without the `gpu` feature the CPU is the only engine
+        let Engine::Cpu { acts, kv } = &mut self.engine else { return };
+        let (tokens, captures) = (&mut self.tokens, &mut self.captures);
         let mut last_chunk = 0;
         // On the thread pool, its workers spinning as one team for the pass's loops (`kernels::pool`).
         run_as_team(|| {
             for chunk in new.chunks(CHUNK) {
-                let pos0 = self.tokens.len();
-                forward_chunk(&model, &mut self.acts, &mut self.kv, chunk, pos0, &mut self.captures);
-                self.tokens.extend_from_slice(chunk);
+                let pos0 = tokens.len();
+                forward_chunk(&model, acts, kv, chunk, pos0, captures);
+                tokens.extend_from_slice(chunk);
                 last_chunk = chunk.len();
             }
         });
@@ -172,7 +283,7 @@ impl Session {
         // With `logits` captured the last chunk left every row's logits; else just the last row's.
         let v = model.config.vocab_size;
         let last_row = if self.captures.spec.contains(Hook::Logits) { (last_chunk - 1) * v } else { 0 };
-        self.last_logits.copy_from_slice(&self.acts.logits[last_row..last_row + v]);
+        self.last_logits.copy_from_slice(&acts.logits[last_row..last_row + v]);
     }
 
     fn trace(&self, computed: usize) -> Trace {
@@ -217,6 +328,14 @@ impl Captures {
     fn truncate(&mut self, c: &Config, positions: usize) {
         for (&hook, v) in self.values.iter_mut() {
             v.truncate(Self::stored_len(hook, c, positions));
+        }
+    }
+
+    /// Appends values a GPU pass read back, already in the per-position layout above.
+    #[cfg(feature = "gpu")]
+    fn append(&mut self, hook: Hook, values: &[f32]) {
+        if let Some(store) = self.values.get_mut(&hook) {
+            store.extend_from_slice(values);
         }
     }
 

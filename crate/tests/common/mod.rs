@@ -55,3 +55,38 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
+
+/// Runs a fixture's reference tokens through `session` capturing every hook, and checks every hook
+/// against PyTorch with the stated tolerances: logits ≤ 1e-4 absolute, attention probabilities
+/// ≤ 1e-5 absolute, LayerNorm scales and residual norms ≤ 1e-5 relative, LayerNorm means ≤ 1e-5
+/// relative to max(1, |value|).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn check_against_pytorch(model: &str, session: &mut gptlens::Session) {
+    let reference = reference(model);
+    let tokens = ids(&reference["tokens"]);
+    let spec = gptlens::CaptureSpec::all(&session.config().clone());
+    let trace = session.run(&tokens, &spec).unwrap();
+
+    let expected_names: Vec<&str> =
+        reference.keys().map(String::as_str).filter(|n| !matches!(*n, "tokens" | "greedy")).collect();
+    let traced_names: Vec<&str> = trace.names().collect();
+    assert_eq!(traced_names, expected_names, "the trace must offer exactly the reference hooks");
+
+    for name in expected_names {
+        let (got, want) = (&trace.get(name).unwrap(), &reference[name]);
+        assert_eq!(got.shape, want.shape, "{model} {name}");
+        assert!(got.data.iter().all(|x| x.is_finite()), "{model} {name} has a NaN or infinity");
+        let worst = if name == "logits" || name.ends_with("hook_pattern") {
+            max_abs_diff(&got.data, &want.data)
+        } else {
+            let floor = if name.ends_with("hook_mean") { 1.0 } else { 0.0 };
+            got.data.iter().zip(&want.data).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max)
+        };
+        let tolerance = if name == "logits" { 1e-4 } else { 1e-5 };
+        assert!(worst <= tolerance, "{model} {name} on {}: off by {worst:e} (tolerance {tolerance:e})", session.backend_name());
+    }
+    // The last position's logits are also what every run returns without capture.
+    let v = session.config().vocab_size;
+    let all = &reference["logits"].data;
+    assert!(max_abs_diff(&trace.last_logits, &all[all.len() - v..]) <= 1e-4);
+}

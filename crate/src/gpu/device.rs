@@ -46,9 +46,12 @@ impl Gpu {
             .await
             .map_err(|e| Error::Gpu(format!("no GPU adapter: {e}")))?;
         let limits = adapter.limits();
+        // Timestamps let `npm run bench:gpu` time each kernel; nothing else depends on them.
+        let required_features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("gptlens"),
+                required_features,
                 required_limits: limits.clone(),
                 ..Default::default()
             })

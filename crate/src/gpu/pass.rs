@@ -138,6 +138,23 @@ pub struct GpuPass {
     steps: Vec<Step>,
     /// Host-side room for a pass's embeddings and rotation tables.
     embed: Vec<f32>,
+    /// Set by [`GpuPass::set_profiling`]: each dispatch is timed with timestamp queries.
+    profiling: bool,
+    profile: Vec<KernelTime>,
+}
+
+/// The measured GPU time of one dispatch of a pass, with the bytes it must move and the
+/// arithmetic it does, for a roofline judgement of the kernel.
+#[derive(Clone, Debug)]
+pub struct KernelTime {
+    /// The kernel, e.g. `Matmul(Q4_1)`, `Attention`.
+    pub kernel: String,
+    /// What it computed, e.g. `blk.3 matmul 1536×576 × 1 tokens`.
+    pub what: String,
+    pub seconds: f64,
+    /// Bytes read and written at least once (weights, inputs, outputs, KV cache).
+    pub bytes: u64,
+    pub flops: u64,
 }
 
 fn storage(device: &wgpu::Device, label: &str, bytes: u64) -> wgpu::Buffer {
@@ -185,6 +202,8 @@ impl GpuPass {
             staging: readback_buffer(device, 16),
             steps: Vec::new(),
             embed: Vec::new(),
+            profiling: false,
+            profile: Vec::new(),
             model,
         };
         pass.plan()?;
@@ -448,9 +467,30 @@ impl GpuPass {
 
         let device = &gm.gpu.device;
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("forward") });
+        let timing = self.profiling && device.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let queries = timing.then(|| {
+            device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("kernel times"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * dispatches.len() as u32,
+            })
+        });
         {
-            let mut cpass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
-            for (i, (x, y, z)) in dispatches {
+            // One compute pass for the whole forward pass; when profiling, one per dispatch so
+            // that each can carry its own timestamps.
+            let mut cpass = None;
+            for (k, &(i, (x, y, z))) in dispatches.iter().enumerate() {
+                if cpass.is_none() || queries.is_some() {
+                    // A pass must end before the next one begins on the same encoder.
+                    drop(cpass.take());
+                    let timestamp_writes = queries.as_ref().map(|q| wgpu::ComputePassTimestampWrites {
+                        query_set: q,
+                        beginning_of_pass_write_index: Some(2 * k as u32),
+                        end_of_pass_write_index: Some(2 * k as u32 + 1),
+                    });
+                    cpass = Some(encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes }));
+                }
+                let Some(cpass) = cpass.as_mut() else { continue };
                 let step = &self.steps[i];
                 let pipeline = gm.pipelines.get(step.kernel).ok_or_else(|| Error::Gpu("kernel missing".into()))?;
                 cpass.set_pipeline(&pipeline.pipeline);
@@ -458,6 +498,19 @@ impl GpuPass {
                 cpass.dispatch_workgroups(x, y, z);
             }
         }
+        let timestamps = queries.map(|q| {
+            let bytes = 16 * dispatches.len() as u64;
+            let resolved = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kernel times"),
+                size: bytes,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            encoder.resolve_query_set(&q, 0..2 * dispatches.len() as u32, &resolved, 0);
+            let readable = readback_buffer(device, bytes);
+            encoder.copy_buffer_to_buffer(&resolved, 0, &readable, 0, bytes);
+            (readable, bytes)
+        });
 
         // What to read back: the logits after the last token, then each wanted hook.
         let mut reads = vec![Readback { from: Act2::Logits, offset: floats((rows - 1) * v), floats: v, hook: None }];
@@ -494,6 +547,21 @@ impl GpuPass {
         }
         queue.submit([encoder.finish()]);
         let bytes = gm.gpu.read(&self.staging, total).await?;
+        if let Some((readable, size)) = timestamps {
+            let ticks = gm.gpu.read(&readable, size).await?;
+            let ticks: Vec<u64> = ticks.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())).collect();
+            let period = f64::from(queue.get_timestamp_period()) * 1e-9;
+            let ctx = Shape { c, n, pos0, rows };
+            self.profile = dispatches
+                .iter()
+                .zip(ticks.chunks_exact(2))
+                .map(|(&(i, _), t)| {
+                    let (what, bytes, flops) = ctx.cost(&self.steps[i].op);
+                    let kernel = format!("{:?}", self.steps[i].kernel);
+                    KernelTime { kernel, what, seconds: t[1].saturating_sub(t[0]) as f64 * period, bytes, flops }
+                })
+                .collect();
+        }
         let values: &[f32] = bytemuck::cast_slice(&bytes);
         let mut at = 0;
         let mut last_logits = Vec::new();
@@ -507,6 +575,16 @@ impl GpuPass {
             }
         }
         Ok(PassOutput { last_logits, hooks })
+    }
+
+    /// Times every dispatch of the following passes (when the device has timestamp queries).
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profiling = on;
+    }
+
+    /// The kernel times of the last pass run with profiling on (empty without timestamps).
+    pub fn last_profile(&self) -> &[KernelTime] {
+        &self.profile
     }
 
     /// Grows the KV cache to `positions`, the pattern buffer to `pattern_bytes` and the logits to
@@ -555,5 +633,44 @@ impl GpuPass {
             self.plan()?;
         }
         Ok(())
+    }
+}
+
+/// The sizes of one pass, for the cost of each dispatch.
+struct Shape<'a> {
+    c: &'a Config,
+    n: usize,
+    pos0: usize,
+    rows: usize,
+}
+
+impl Shape<'_> {
+    /// (description, bytes moved, FLOPs) of one dispatch: the least traffic it needs, each value
+    /// read or written once.
+    fn cost(&self, op: &Op) -> (String, u64, u64) {
+        let c = self.c;
+        let (n, d) = (self.n as u64, c.d_model as u64);
+        match *op {
+            Op::Norm { site, .. } => {
+                let rows = if site == NormSite::Final { self.rows as u64 } else { n };
+                (format!("{site:?} norm"), 4 * (2 * rows * d + 2 * d), 5 * rows * d)
+            }
+            Op::Matmul { rows, cols, row_words, output, .. } => {
+                let tokens = if output == Act::Logits { self.rows } else { self.n } as u64;
+                let (rows, cols) = (rows as u64, cols as u64);
+                let bytes = 4 * rows * row_words as u64 + 4 * tokens * (cols + rows);
+                (format!("matmul {rows}×{cols} × {tokens} tokens → {output:?}"), bytes, 2 * rows * cols * tokens)
+            }
+            Op::Rope => ("rope + kv append".into(), 4 * n * (c.q_dim() + 3 * c.kv_dim()) as u64, 6 * n * (c.q_dim() + c.kv_dim()) as u64 / 2),
+            Op::Attention { layer } => {
+                // Every query reads q, its keys and values, and writes its output.
+                let keys: u64 = (0..self.n).map(|t| (self.pos0 + t + 1) as u64).sum();
+                let hd = c.head_dim() as u64;
+                let bytes = 4 * (c.n_head as u64 * keys * 2 * hd + 2 * n * c.q_dim() as u64);
+                (format!("blk.{layer} attention over {keys} keys"), bytes, c.n_head as u64 * keys * 6 * hd)
+            }
+            Op::Gelu | Op::SiluMul => ("activation".into(), 4 * 3 * n * c.d_ff as u64, 10 * n * c.d_ff as u64),
+            Op::ResidNorm { layer } => (format!("blk.{layer} residual norm"), 4 * n * d, 2 * n * d),
+        }
     }
 }

@@ -74,6 +74,15 @@ impl Session {
         }
     }
 
+    /// The GPU state of a GPU session (to profile its kernels), `None` on the CPU.
+    #[cfg(feature = "gpu")]
+    pub fn gpu_pass_mut(&mut self) -> Option<&mut GpuPass> {
+        match &mut self.engine {
+            Engine::Gpu(pass) => Some(pass),
+            Engine::Cpu { .. } => None,
+        }
+    }
+
     pub fn model(&self) -> &Model {
         &self.model
     }

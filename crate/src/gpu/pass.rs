@@ -488,7 +488,7 @@ impl GpuPass {
                         beginning_of_pass_write_index: Some(2 * k as u32),
                         end_of_pass_write_index: Some(2 * k as u32 + 1),
                     });
-                    cpass = Some(encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes }));
+                    cpass = Some(encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes }).forget_lifetime());
                 }
                 let Some(cpass) = cpass.as_mut() else { continue };
                 let step = &self.steps[i];

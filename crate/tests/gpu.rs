@@ -8,10 +8,12 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{check_against_pytorch, ids, load, reference};
+use common::{check_against_pytorch, ids, load, max_abs_diff, reference};
 use gptlens::backend::{select, BackendChoice};
+use gptlens::gpu::GPU_CHUNK;
+use gptlens::model::{Arch, Config, Rope, RopePairing, Weights};
 use gptlens::sample::{Sampler, SamplingParams};
-use gptlens::{Backend, Model, Session};
+use gptlens::{Backend, CaptureSpec, Model, Session, Trace};
 
 /// The model on the GPU, or `None` (with the reason printed) when there is no adapter and none is
 /// required.
@@ -74,5 +76,148 @@ fn greedy_generation_on_gpu_matches_transformers_generate() {
         let mut sampler = Sampler::new(SamplingParams::greedy(), 0).unwrap();
         let got = session.generate(&ids(&reference["tokens"]), expected.len(), &mut sampler, None, |_| true).unwrap();
         assert_eq!(got, expected, "{model}");
+    }
+}
+
+fn assert_close(what: &str, a: &[f32], b: &[f32], tolerance: f32) {
+    let d = max_abs_diff(a, b);
+    assert!(d <= tolerance, "{what} differs by {d:e} (tolerance {tolerance:e})");
+}
+
+fn assert_traces_agree(a: &Trace, b: &Trace, tolerance: f32) {
+    assert_eq!(a.tokens, b.tokens);
+    assert_eq!(a.names().collect::<Vec<_>>(), b.names().collect::<Vec<_>>());
+    for name in a.names() {
+        let (x, y) = (a.get(name).unwrap(), b.get(name).unwrap());
+        assert_eq!(x.shape, y.shape, "{name}");
+        assert_close(name, &x.data, &y.data, tolerance);
+    }
+    assert_close("last logits", &a.last_logits, &b.last_logits, tolerance);
+}
+
+/// A model whose context is longer than a GPU pass, so that a prompt runs as several passes; LLaMA
+/// style (RoPE, grouped KV heads, SwiGLU) to cover the most kernels.
+fn long_context_model() -> Arc<Model> {
+    let config = Config {
+        arch: Arch::Llama,
+        n_layer: 2,
+        n_head: 4,
+        n_kv_head: 2,
+        d_model: 32,
+        d_ff: 40,
+        vocab_size: 61,
+        n_ctx: GPU_CHUNK + 100,
+        norm_eps: 1e-5,
+        rope: Some(Rope { theta: 10000.0, pairing: RopePairing::HalfSplit }),
+        bos_token_id: None,
+        eos_token_id: None,
+        tied_head: false,
+    };
+    Arc::new(Model { weights: Weights::random(&config, 3), config })
+}
+
+/// Prefix reuse, one-token steps and a prompt longer than one GPU pass all give what a fresh
+/// full run gives, on the GPU and on the CPU alike.
+#[test]
+fn gpu_sessions_reuse_prefixes_step_and_chunk_like_a_full_recompute() {
+    let model = long_context_model();
+    let Some(backend) = on_gpu(&model) else { return };
+    let spec = CaptureSpec::all(&model.config);
+    let tokens: Vec<u32> = (0..GPU_CHUNK as u32 + 40).map(|i| (i * 7 + 3) % 61).collect();
+    let cpu_whole = Session::new(model.clone()).run(&tokens, &spec).unwrap();
+    let mut gpu = Session::with_backend(model.clone(), &backend).unwrap();
+
+    // A prompt of more than one pass.
+    let whole = gpu.run(&tokens, &spec).unwrap();
+    assert_eq!(whole.computed, tokens.len());
+    assert_traces_agree(&whole, &cpu_whole, 1e-4);
+
+    // Editing near the end recomputes only the suffix and agrees with a fresh run.
+    let mut edited = tokens.clone();
+    edited[tokens.len() - 5] = 11;
+    let reused = gpu.run(&edited, &spec).unwrap();
+    assert_eq!(reused.computed, 5);
+    let fresh = Session::with_backend(model.clone(), &backend).unwrap().run(&edited, &spec).unwrap();
+    assert_traces_agree(&reused, &fresh, 1e-5);
+
+    // Token by token from a short prompt: the same as running everything at once.
+    let short = &tokens[..30];
+    let mut stepped = Session::with_backend(model.clone(), &backend).unwrap();
+    stepped.run(&short[..1], &spec).unwrap();
+    for &t in &short[1..] {
+        stepped.step(t).unwrap();
+    }
+    let stepped_trace = stepped.run(short, &spec).unwrap();
+    assert_eq!(stepped_trace.computed, 0, "the stepped tokens are all cached");
+    let at_once = Session::with_backend(model.clone(), &backend).unwrap().run(short, &spec).unwrap();
+    assert_traces_agree(&stepped_trace, &at_once, 1e-5);
+
+    // Capture off: only the last logits come back, and they are the same.
+    let mut bare = Session::with_backend(model.clone(), &backend).unwrap();
+    let no_hooks = bare.run(&tokens, &CaptureSpec::none()).unwrap();
+    assert!(no_hooks.tensors.is_empty());
+    assert_close("capture-off logits", &no_hooks.last_logits, &cpu_whole.last_logits, 1e-4);
+}
+
+/// `gptlens trace --backend wgpu` writes what PyTorch computes.
+#[test]
+fn cli_trace_on_wgpu_matches_pytorch() {
+    let Some(_) = gpu_session("llama-tiny-q") else { return };
+    for model in ["llama-tiny-q", "gpt2-tiny-f32"] {
+        let reference = reference(model);
+        let tokens: Vec<String> = ids(&reference["tokens"]).iter().map(u32::to_string).collect();
+        let out = std::env::temp_dir().join(format!("gptlens-gpu-trace-{model}-{}.safetensors", std::process::id()));
+        let path = common::fixture(model).display().to_string();
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_gptlens"))
+            .args(["--backend", "wgpu", "trace", "--model", &path, "--tokens", &tokens.join(","), "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+        assert!(String::from_utf8_lossy(&status.stderr).contains("backend: gpu"));
+        let written = common::reference_from_bytes(&std::fs::read(&out).unwrap());
+        let _ = std::fs::remove_file(&out);
+        for (name, want) in reference.iter().filter(|(n, _)| !matches!(n.as_str(), "tokens" | "greedy")) {
+            let got = &written[name];
+            assert_eq!(got.shape, want.shape, "{model} {name}");
+            // The tolerances of `check_against_pytorch`.
+            let tolerance = if name == "logits" { 1e-4 } else { 1e-5 };
+            let worst = if name == "logits" || name.ends_with("hook_pattern") {
+                max_abs_diff(&got.data, &want.data)
+            } else {
+                let floor = if name.ends_with("hook_mean") { 1.0 } else { 0.0 };
+                got.data.iter().zip(&want.data).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max)
+            };
+            assert!(worst <= tolerance, "{model} {name}: off by {worst:e}");
+        }
+    }
+}
+
+/// SmolLM2-135M (Q4_1 blocks and a Q8_0 head on the GPU): the same top-5 and logits within 1e-3 of
+/// the CPU on the three SmolLM2 test prompts.
+#[test]
+fn smollm2_on_gpu_matches_the_cpu() {
+    let path = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/models/SmolLM2-135M-Instruct.Q4_1.gguf"));
+    if !path.exists() {
+        eprintln!("SKIPPED: {} is absent (scripts/fetch-smollm.sh fetches it)", path.display());
+        return;
+    }
+    let ckpt = gptlens::Checkpoint::open(&path).unwrap();
+    let Some(backend) = on_gpu(&ckpt.model) else { return };
+    let reference = reference("smollm2");
+    let spec = CaptureSpec::from_names(&["logits", "blocks.15.attn.hook_pattern", "ln_final.hook_scale"], &ckpt.model.config).unwrap();
+    let top5 = |logits: &[f32]| {
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+        order[..5].to_vec()
+    };
+    for p in 0..3 {
+        let tokens = ids(&reference[&format!("p{p}.tokens")]);
+        let cpu = Session::new(ckpt.model.clone()).run(&tokens, &spec).unwrap();
+        let gpu = Session::with_backend(ckpt.model.clone(), &backend).unwrap().run(&tokens, &spec).unwrap();
+        assert_eq!(top5(&gpu.last_logits), top5(&cpu.last_logits), "prompt {p}: top-5");
+        assert_close(&format!("prompt {p} logits"), &gpu.get("logits").unwrap().data, &cpu.get("logits").unwrap().data, 1e-3);
+        let pattern = "blocks.15.attn.hook_pattern";
+        assert_close(&format!("prompt {p} {pattern}"), &gpu.get(pattern).unwrap().data, &cpu.get(pattern).unwrap().data, 1e-5);
     }
 }

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use gptlens::sample::{softmax_with_temperature, SamplingParams, Sampler};
 use gptlens::tokenizer::Tokenizer;
+use gptlens::backend::{select, BackendChoice};
 use gptlens::{CaptureSpec, Checkpoint, Error, Result, Session};
 
 #[derive(Parser)]
@@ -20,6 +21,10 @@ struct Cli {
     /// Worker threads for the kernels (default: one per core).
     #[arg(long, global = true)]
     threads: Option<usize>,
+    /// Where the forward pass runs: `cpu`, `wgpu` (the GPU, software adapters included) or `auto`
+    /// (a real GPU if there is one, else the CPU).
+    #[arg(long, global = true, default_value = "cpu")]
+    backend: BackendChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -111,15 +116,24 @@ fn run(cli: Cli) -> Result<()> {
         .num_threads(cli.threads.unwrap_or(0))
         .build()
         .map_err(|e| Error::InvalidArgument(format!("cannot start the worker threads: {e}")))?;
-    pool.install(|| execute(cli.command))
+    pool.install(|| execute(cli.command, cli.backend))
 }
 
-fn execute(command: Command) -> Result<()> {
+/// A session for the checkpoint on the chosen backend; says where it runs when that was a choice.
+fn session(ckpt: &Checkpoint, choice: BackendChoice) -> Result<Session> {
+    let selected = pollster::block_on(select(choice, &ckpt.model))?;
+    if choice != BackendChoice::Cpu {
+        eprintln!("backend: {} ({})", selected.backend, selected.reason);
+    }
+    Session::with_backend(ckpt.model.clone(), &selected.backend)
+}
+
+fn execute(command: Command, backend: BackendChoice) -> Result<()> {
     match command {
         Command::Run { input, top, temperature, json } => {
             let Loaded { ckpt, tokens } = input.load()?;
             let tok = ckpt.tokenizer.as_ref();
-            let trace = Session::new(ckpt.model.clone()).run(&tokens, &CaptureSpec::none())?;
+            let trace = session(&ckpt, backend)?.run(&tokens, &CaptureSpec::none())?;
             let probs = softmax_with_temperature(&trace.last_logits, temperature)?;
             let mut order: Vec<usize> = (0..probs.len()).collect();
             order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
@@ -146,7 +160,7 @@ fn execute(command: Command) -> Result<()> {
         }
         Command::Trace { input, out } => {
             let Loaded { ckpt, tokens } = input.load()?;
-            let trace = Session::new(ckpt.model.clone()).run(&tokens, &CaptureSpec::all(&ckpt.model.config))?;
+            let trace = session(&ckpt, backend)?.run(&tokens, &CaptureSpec::all(&ckpt.model.config))?;
             let bytes = trace.to_safetensors()?;
             std::fs::write(&out, &bytes).map_err(|source| Error::Io { path: out.display().to_string(), source })?;
             println!("wrote {} tensors for {} tokens to {} ({} bytes)", trace.tensors.len() + 1, tokens.len(), out.display(), bytes.len());
@@ -161,7 +175,7 @@ fn execute(command: Command) -> Result<()> {
             if let Some(t) = tok {
                 printer.push(&mut stdout, &t.decode_bytes(&tokens)?);
             }
-            let mut session = Session::new(ckpt.model.clone());
+            let mut session = session(&ckpt, backend)?;
             let mut failed = None;
             // The first token is sampled right after the prompt's forward pass: that call marks
             // the end of prefill; each later one follows one decode step.
@@ -188,13 +202,14 @@ fn execute(command: Command) -> Result<()> {
                 let steps = generated.len().saturating_sub(1);
                 let decode = t1.elapsed().as_secs_f64();
                 eprintln!(
-                    "prefill: {} tokens in {:.1} ms ({:.1} tok/s); decode: {steps} tokens in {:.1} ms ({:.1} tok/s); threads: {}",
+                    "prefill: {} tokens in {:.1} ms ({:.1} tok/s); decode: {steps} tokens in {:.1} ms ({:.1} tok/s); threads: {}; backend: {}",
                     tokens.len(),
                     prefill * 1e3,
                     tokens.len() as f64 / prefill,
                     decode * 1e3,
                     steps as f64 / decode.max(1e-9),
-                    rayon::current_num_threads()
+                    rayon::current_num_threads(),
+                    session.backend_name()
                 );
             }
         }

@@ -119,7 +119,7 @@ impl Format {
     }
 
     /// Appends one row in the GPU layout, from its bytes in the CPU layout.
-    fn push_row(self, cpu_row: &[u8], out: &mut Vec<u8>) {
+    pub(crate) fn push_row(self, cpu_row: &[u8], out: &mut Vec<u8>) {
         match self.block() {
             None => {
                 out.extend_from_slice(cpu_row);

@@ -139,3 +139,6 @@ fn compile(device: &wgpu::Device, kernel: Kernel) -> Pipeline {
     });
     Pipeline { pipeline, layout }
 }
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests;

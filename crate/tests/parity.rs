@@ -9,7 +9,7 @@ mod common;
 
 use common::{check_against_pytorch, ids, load, reference};
 use gptlens::sample::{SamplingParams, Sampler};
-use gptlens::{CaptureSpec, Session};
+use gptlens::Session;
 
 fn check_model(model: &str) {
     let ckpt = load(model);

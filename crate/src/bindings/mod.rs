@@ -6,10 +6,14 @@
 //! error becomes a JS `Error` carrying the engine's message. Values from JS are checked, never
 //! trusted: a wrong type is an error, not a panic, so the module stays usable after any failure.
 
+#[cfg(feature = "gpu")]
+mod gpu;
 mod model;
 mod session;
 mod trace;
 
+#[cfg(feature = "gpu")]
+pub use gpu::{request_gpu, Gpu};
 pub use model::Model;
 pub use session::Session;
 pub use trace::Trace;
@@ -25,7 +29,8 @@ use crate::model::Config;
 use crate::sample::SamplingParams;
 use crate::CaptureSpec;
 
-/// Shapes of the plain objects the classes take and return, for the generated `.d.ts`.
+/// Shapes of the plain objects the classes take and return, for the generated `.d.ts`. This is
+/// the one place they are declared: crate/js/src/types.ts re-exports them (narrowing hook names).
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
 /** `temperature: 0` is greedy; `topK` / `topP` keep only the most probable tokens. */
@@ -34,10 +39,46 @@ export interface SamplingParams { temperature: number; topK?: number; topP?: num
 export interface TensorData { shape: number[]; data: Float32Array; }
 export interface TokenProb { id: number; prob: number; }
 export interface ModelInfo {
-  architecture: string; nLayer: number; nHead: number; nKvHead: number; dModel: number; dFf: number;
-  vocabSize: number; contextLength: number; nParams: number; memoryBytes: number;
-  hasTokenizer: boolean; hasChatTemplate: boolean; eosTokenId?: number; bosTokenId?: number;
+  architecture: string;
+  nLayer: number;
+  nHead: number;
+  /** Key/value heads: fewer than `nHead` under grouped-query attention (LLaMA). */
+  nKvHead: number;
+  dModel: number;
+  dFf: number;
+  vocabSize: number;
+  /** Longest token sequence the model accepts (`n_positions`). */
+  contextLength: number;
+  nParams: number;
+  /** Bytes the weights occupy in memory (quantized weights stay quantized). */
+  memoryBytes: number;
+  /** False when the checkpoint had no tokenizer files: use token ids then. */
+  hasTokenizer: boolean;
+  /** True when `chatPrompt` can wrap text in the model's chat template (e.g. ChatML). */
+  hasChatTemplate: boolean;
+  /** The token that ends a sequence: generation should stop there. */
+  eosTokenId?: number;
+  bosTokenId?: number;
+  /** Every hook this model can capture, layer by layer. */
   hooks: string[];
+}
+/** A GPU adapter as the engine sees it (`Gpu.info()`). In a browser WebGPU tells little: `name` is
+ * its description (often empty) and `vendor` "unknown"; the package adds the browser's own words. */
+export interface AdapterInfo {
+  name: string;
+  vendor: string;
+  /** The graphics API under wgpu: "BrowserWebGpu" in a browser. */
+  backend: string;
+  /** "Cpu" for a fallback (software) adapter in a browser. */
+  deviceType: string;
+  driver: string;
+  /** A CPU implementation (SwiftShader, lavapipe, WARP): correct, never fast. */
+  isSoftware: boolean;
+  /** Largest buffer one binding may cover, in bytes: the largest weight matrix must fit. */
+  maxStorageBufferBindingSize: number;
+  maxBufferSize: number;
+  maxComputeWorkgroupStorageSize: number;
+  maxComputeInvocationsPerWorkgroup: number;
 }
 "#;
 

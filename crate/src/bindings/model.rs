@@ -1,4 +1,4 @@
-//! `Model`: a loaded checkpoint, its tokenizer, and one-shot runs.
+//! `Model`: a loaded checkpoint, its tokenizer, where its sessions run, and one-shot runs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -7,14 +7,18 @@ use js_sys::{Array, Object, Uint8Array};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
+#[cfg(feature = "gpu")]
+use super::Gpu;
 use super::{capture_spec, to_js, Session, Trace};
 use crate::error::Error;
 use crate::tokenizer::Tokenizer;
-use crate::{Checkpoint, Hook};
+use crate::{Backend, Checkpoint, Hook};
 
 #[wasm_bindgen]
 pub struct Model {
     checkpoint: Checkpoint,
+    /// Where new sessions (and `run`s) run: the CPU, or a copy of the weights on a GPU.
+    backend: Backend,
 }
 
 /// What `info()` returns.
@@ -64,7 +68,7 @@ impl Model {
             owned.insert(name, bytes.to_vec());
         }
         let files = owned.iter().map(|(name, bytes)| (name.clone(), bytes.as_slice())).collect();
-        Ok(Model { checkpoint: Checkpoint::from_files(&files)? })
+        Ok(Model { checkpoint: Checkpoint::from_files(&files)?, backend: Backend::Cpu })
     }
 
     /// Hyperparameters, parameter count, whether text can be encoded, and every hook name.
@@ -116,16 +120,51 @@ impl Model {
     }
 
     /// A forward pass on a fresh session. `capture`: hook names to record; every hook when
-    /// `undefined`, none for `[]`.
+    /// `undefined`, none for `[]`. On the CPU only: a WebGPU model runs through `runAsync`.
     pub fn run(&self, tokens: &[u32], capture: Option<Vec<String>>) -> Result<Trace, JsError> {
         let model = &self.checkpoint.model;
         let spec = capture_spec(capture, &model.config)?;
-        Ok(crate::Session::new(Arc::clone(model)).run(tokens, &spec)?.into())
+        Ok(crate::Session::with_backend(Arc::clone(model), &self.backend)?.run(tokens, &spec)?.into())
     }
 
-    /// A session: runs that share a prefix with the previous one compute only the rest.
-    pub fn session(&self) -> Session {
-        Session::new(Arc::clone(&self.checkpoint.model))
+    /// `run` on either backend: resolves once the GPU's results are read back.
+    #[wasm_bindgen(js_name = runAsync, unchecked_return_type = "Promise<Trace>")]
+    pub fn run_async(&self, tokens: Vec<u32>, capture: Option<Vec<String>>) -> Result<js_sys::Promise, JsError> {
+        Ok(self.session()?.run_async(tokens, capture))
+    }
+
+    /// A session on the model's current backend: runs that share a prefix with the previous one
+    /// compute only the rest.
+    pub fn session(&self) -> Result<Session, JsError> {
+        let session = crate::Session::with_backend(Arc::clone(&self.checkpoint.model), &self.backend)?;
+        Ok(Session::new(session))
+    }
+
+    /// Puts the weights on `gpu`'s device; sessions made from now on run there (existing ones
+    /// stay where they are). An error, and the backend unchanged, when the model does not fit.
+    #[cfg(feature = "gpu")]
+    #[allow(clippy::arc_with_non_send_sync)] // single-thread build only (see bindings/gpu.rs)
+    #[wasm_bindgen(js_name = useGpu)]
+    pub fn use_gpu(&mut self, gpu: &Gpu) -> Result<(), JsError> {
+        let on_gpu = crate::gpu::GpuModel::new(gpu.shared(), Arc::clone(&self.checkpoint.model))?;
+        self.backend = Backend::Gpu(Arc::new(on_gpu));
+        Ok(())
+    }
+
+    /// Sessions made from now on run on the CPU (the GPU's copy is freed with its last session).
+    #[wasm_bindgen(js_name = useCpu)]
+    pub fn use_cpu(&mut self) {
+        self.backend = Backend::Cpu;
+    }
+
+    /// Where new sessions run: `"cpu"` or `"webgpu"`.
+    #[wasm_bindgen(unchecked_return_type = "'cpu' | 'webgpu'")]
+    pub fn backend(&self) -> String {
+        match self.backend {
+            Backend::Cpu => "cpu".into(),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(_) => "webgpu".into(),
+        }
     }
 }
 

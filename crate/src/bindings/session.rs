@@ -1,14 +1,27 @@
-//! `Session`: a KV cache with prefix reuse, one-token steps and step-wise sampling.
+//! `Session`: a KV cache with prefix reuse, one-token steps and step-wise sampling, on the CPU
+//! (sync or async methods) or on WebGPU (async methods only: the browser hands back GPU results
+//! only through the event loop).
+//!
+//! wasm-bindgen cannot export an `async fn(&mut self)`: the state sits in an `Rc<RefCell<…>>` that
+//! each async call clones into its future and borrows for the whole call. That borrow is the
+//! session's lock: any call made while an async one is running gets a "busy" Error, not a panic.
 
-use std::sync::Arc;
+use std::cell::{RefCell, RefMut};
+use std::future::Future;
+use std::rc::Rc;
 
+use js_sys::Promise;
 use wasm_bindgen::prelude::*;
 
 use super::{capture_spec, sampling_params, Trace};
-use crate::sample::Sampler;
+use crate::sample::{Sampler, SamplingParams};
 
 #[wasm_bindgen]
 pub struct Session {
+    state: Rc<RefCell<State>>,
+}
+
+struct State {
     session: crate::Session,
     /// Created by the first `sampleNext`; its random stream then runs on across calls until a
     /// call passes a new seed or the session is reset.
@@ -19,60 +32,154 @@ pub struct Session {
 const DEFAULT_SEED: u64 = 0;
 
 impl Session {
-    pub(super) fn new(model: Arc<crate::Model>) -> Session {
-        Session { session: crate::Session::new(model), sampler: None }
+    pub(super) fn new(session: crate::Session) -> Session {
+        Session { state: Rc::new(RefCell::new(State { session, sampler: None })) }
+    }
+}
+
+/// The session's state, unless an async call holds it.
+fn lock(state: &RefCell<State>) -> Result<RefMut<'_, State>, JsError> {
+    state.try_borrow_mut().map_err(|_| {
+        JsError::new("this session is busy with an earlier runAsync / stepAsync / sampleNextAsync: await it before the next call")
+    })
+}
+
+impl State {
+    /// The sampler for this call: the running one with `params`, or a new one when `seed` is given
+    /// or none exists yet.
+    fn sampler(sampler: &mut Option<Sampler>, params: SamplingParams, seed: Option<f64>) -> Result<&mut Sampler, JsError> {
+        Ok(match (sampler, seed) {
+            (Some(sampler), None) => {
+                sampler.set_params(params)?;
+                sampler
+            }
+            (slot, seed) => slot.insert(Sampler::new(params, seed.map_or(Ok(DEFAULT_SEED), whole_number)?)?),
+        })
     }
 }
 
 #[wasm_bindgen]
 impl Session {
     /// Runs `tokens`, recomputing only what differs from the previous run's tokens. `capture` as
-    /// in `Model.run`.
-    pub fn run(&mut self, tokens: &[u32], capture: Option<Vec<String>>) -> Result<Trace, JsError> {
-        let spec = capture_spec(capture, self.session.config())?;
-        Ok(self.session.run(tokens, &spec)?.into())
+    /// in `Model.run`. CPU sessions only: a WebGPU session runs through `runAsync`.
+    pub fn run(&self, tokens: &[u32], capture: Option<Vec<String>>) -> Result<Trace, JsError> {
+        let mut state = lock(&self.state)?;
+        let spec = capture_spec(capture, state.session.config())?;
+        Ok(state.session.run(tokens, &spec)?.into())
     }
 
-    /// Appends one token, recording the hooks of the last run.
-    pub fn step(&mut self, token: u32) -> Result<(), JsError> {
-        self.session.step(token)?;
+    /// `run` on either backend; resolves once the results are read back.
+    #[allow(clippy::await_holding_refcell_ref)] // the borrow is the session's lock
+    #[wasm_bindgen(js_name = runAsync, unchecked_return_type = "Promise<Trace>")]
+    pub fn run_async(&self, tokens: Vec<u32>, capture: Option<Vec<String>>) -> Promise {
+        let state = Rc::clone(&self.state);
+        promise(async move {
+            let mut state = lock(&state)?;
+            let spec = capture_spec(capture, state.session.config())?;
+            let trace: Trace = state.session.run_async(&tokens, &spec).await?.into();
+            Ok(trace.into())
+        })
+    }
+
+    /// Appends one token, recording the hooks of the last run. CPU sessions only.
+    pub fn step(&self, token: u32) -> Result<(), JsError> {
+        lock(&self.state)?.session.step(token)?;
         Ok(())
+    }
+
+    /// `step` on either backend.
+    #[allow(clippy::await_holding_refcell_ref)] // the borrow is the session's lock
+    #[wasm_bindgen(js_name = stepAsync, unchecked_return_type = "Promise<void>")]
+    pub fn step_async(&self, token: u32) -> Promise {
+        let state = Rc::clone(&self.state);
+        promise(async move {
+            let mut state = lock(&state)?;
+            state.session.step_async(token).await?;
+            Ok(JsValue::UNDEFINED)
+        })
     }
 
     /// Draws the next token from the last logits, appends it and returns it. The random stream
     /// continues from the previous call; `seed` restarts it (a fresh session starts at seed 0).
+    /// CPU sessions only.
     #[wasm_bindgen(js_name = sampleNext)]
     pub fn sample_next(
-        &mut self,
+        &self,
         #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
         seed: Option<f64>,
     ) -> Result<u32, JsError> {
         let params = sampling_params(params)?;
-        let sampler = match (&mut self.sampler, seed) {
-            (Some(sampler), None) => {
-                sampler.set_params(params)?;
-                sampler
-            }
-            (slot, seed) => slot.insert(Sampler::new(params, seed.map_or(Ok(DEFAULT_SEED), whole_number)?)?),
-        };
-        Ok(self.session.sample_next(sampler)?)
+        let mut state = lock(&self.state)?;
+        let State { session, sampler } = &mut *state;
+        let sampler = State::sampler(sampler, params, seed)?;
+        Ok(session.sample_next(sampler)?)
+    }
+
+    /// `sampleNext` on either backend.
+    #[allow(clippy::await_holding_refcell_ref)] // the borrow is the session's lock
+    #[wasm_bindgen(js_name = sampleNextAsync, unchecked_return_type = "Promise<number>")]
+    pub fn sample_next_async(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
+        seed: Option<f64>,
+    ) -> Promise {
+        let state = Rc::clone(&self.state);
+        // Read the parameters now: the JS object may change before the call runs.
+        let params = sampling_params(params);
+        promise(async move {
+            let params = params?;
+            let mut state = lock(&state)?;
+            let State { session, sampler } = &mut *state;
+            let sampler = State::sampler(sampler, params, seed)?;
+            Ok(session.sample_next_async(sampler).await?.into())
+        })
     }
 
     /// Every token in the cache, in order.
-    pub fn tokens(&self) -> Vec<u32> {
-        self.session.tokens().to_vec()
+    pub fn tokens(&self) -> Result<Vec<u32>, JsError> {
+        Ok(lock(&self.state)?.session.tokens().to_vec())
     }
 
     /// Back to the state of a new session: no tokens, sampling from seed 0.
-    pub fn reset(&mut self) {
-        self.session.reset();
-        self.sampler = None;
+    pub fn reset(&self) -> Result<(), JsError> {
+        let mut state = lock(&self.state)?;
+        state.session.reset();
+        state.sampler = None;
+        Ok(())
     }
 
     /// Logits predicting the token after the last one (`[vocabSize]`; zeros before any run).
     #[wasm_bindgen(js_name = lastLogits)]
-    pub fn last_logits(&self) -> Vec<f32> {
-        self.session.last_logits().to_vec()
+    pub fn last_logits(&self) -> Result<Vec<f32>, JsError> {
+        Ok(lock(&self.state)?.session.last_logits().to_vec())
+    }
+
+    /// Where this session runs: `"cpu"` or `"webgpu"`.
+    #[wasm_bindgen(unchecked_return_type = "'cpu' | 'webgpu'")]
+    pub fn backend(&self) -> Result<String, JsError> {
+        Ok(match lock(&self.state)?.session.backend_name() {
+            "gpu" => "webgpu".into(),
+            other => other.into(),
+        })
+    }
+}
+
+/// A Promise of `work`'s value, rejected with its Error.
+fn promise(work: impl Future<Output = Result<JsValue, JsError>> + 'static) -> Promise {
+    #[cfg(feature = "gpu")]
+    {
+        wasm_bindgen_futures::future_to_promise(async move { work.await.map_err(JsValue::from) })
+    }
+    // Without the GPU backend nothing awaits: the work is done after its first poll.
+    #[cfg(not(feature = "gpu"))]
+    {
+        use std::task::{Context, Poll, Waker};
+        let mut work = std::pin::pin!(work);
+        match work.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(Ok(value)) => Promise::resolve(&value),
+            Poll::Ready(Err(error)) => Promise::reject(&error.into()),
+            Poll::Pending => Promise::reject(&JsError::new("a CPU session's async call did not finish at once").into()),
+        }
     }
 }
 

@@ -72,7 +72,7 @@ impl Gpu {
             device_type: format!("{:?}", info.device_type),
             driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
             is_software: info.device_type == wgpu::DeviceType::Cpu || name_says_software,
-            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
+            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_buffer_size: limits.max_buffer_size,
             max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
             max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,

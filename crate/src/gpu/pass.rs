@@ -593,7 +593,7 @@ impl GpuPass {
         let gm = Arc::clone(&self.model);
         let c = &gm.model.config;
         let device = &gm.gpu.device;
-        let largest = (gm.gpu.limits.max_storage_buffer_binding_size as u64).min(gm.gpu.limits.max_buffer_size);
+        let largest = gm.gpu.limits.max_storage_buffer_binding_size.min(gm.gpu.limits.max_buffer_size);
         let mut changed = false;
         if positions > self.kv_positions {
             let grown = positions.max(2 * self.kv_positions).min(c.n_ctx);

@@ -260,7 +260,7 @@ impl Uploader<'_> {
         let row_words = format.row_words(m.cols);
         let row_bytes = (row_words * 4) as u64;
         let limits = &self.gpu.limits;
-        let largest = (limits.max_storage_buffer_binding_size as u64).min(limits.max_buffer_size);
+        let largest = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let rows_per_piece = (largest / row_bytes.max(1)) as usize;
         if rows_per_piece == 0 {
             return Err(Error::Gpu(format!(

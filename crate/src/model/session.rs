@@ -29,7 +29,7 @@ pub struct Session {
 
 /// Where the forward pass runs, with the state it keeps between runs.
 enum Engine {
-    Cpu { acts: Activations, kv: KvCache },
+    Cpu { acts: Box<Activations>, kv: KvCache },
     /// Buffers, KV cache and planned dispatches on a device (`crate::gpu`).
     #[cfg(feature = "gpu")]
     Gpu(Box<GpuPass>),
@@ -40,7 +40,7 @@ impl Session {
     pub fn new(model: Arc<Model>) -> Session {
         let c = &model.config;
         Session {
-            engine: Engine::Cpu { acts: Activations::new(c), kv: KvCache::new(c) },
+            engine: Engine::Cpu { acts: Box::new(Activations::new(c)), kv: KvCache::new(c) },
             tokens: Vec::new(),
             captures: Captures::default(),
             last_logits: vec![0.0; c.vocab_size],

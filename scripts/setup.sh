@@ -41,6 +41,27 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
 fi
 command -v chromium >/dev/null && command -v chromedriver >/dev/null && have BROWSER 1 || have BROWSER 0
 
+# Debian packages: Mesa's Vulkan drivers, whose lavapipe (a software Vulkan GPU) runs the native GPU
+# tests (crate/tests/gpu.rs). VK_DRIVER_FILES is deliberately not exported: it breaks Chromium's
+# WebGPU, and wgpu finds lavapipe among the installed drivers by itself.
+lavapipe_icd() { compgen -G '/usr/share/vulkan/icd.d/lvp_icd*.json' >/dev/null; }
+vulkan_installed() { [ "$(dpkg-query -W -f='${db:Status-Abbrev}\n' mesa-vulkan-drivers libvulkan1 2>/dev/null | grep -c '^ii')" = 2 ]; }
+if ! vulkan_installed || ! lavapipe_icd; then
+  note "installing mesa-vulkan-drivers + libvulkan1 (apt)"
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq mesa-vulkan-drivers libvulkan1) >&2 \
+      || note "apt install failed"
+  else
+    note "not root: cannot apt-get install mesa-vulkan-drivers libvulkan1"
+  fi
+fi
+if lavapipe_icd; then
+  have GPU 1
+else
+  note "no lavapipe Vulkan driver (/usr/share/vulkan/icd.d/lvp_icd*.json): the native GPU tests will be skipped"
+  have GPU 0
+fi
+
 # wasm-bindgen CLI (and its test runner) at exactly the crate's version; wasm-pack.
 if [ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $WASM_BINDGEN_VERSION" ]; then
   note "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (cargo install, ~8 min on 2 cores)"

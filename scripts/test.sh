@@ -5,8 +5,21 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 source target/setup.env
 
-echo "== native: unit, parity with PyTorch, sessions, bad input, CLI, tokenizer"
-cargo test --workspace
+# Mesa (lavapipe) and Chromium's GPU process want a runtime directory: a private one, removed at exit.
+XDG_RUNTIME_DIR=$(mktemp -d)
+export XDG_RUNTIME_DIR
+trap 'rm -rf "$XDG_RUNTIME_DIR"' EXIT
+
+# --- native. crate/tests/gpu.rs runs the PyTorch parity fixtures on a GPU (Mesa's lavapipe here):
+# with the Vulkan driver installed, REQUIRE_GPU=1 makes a missing adapter a failure, not a skip.
+if [ "${GPU:-0}" = 1 ]; then
+  echo "== native: unit, parity with PyTorch on the CPU and on the GPU (lavapipe, REQUIRE_GPU=1), sessions, bad input, CLI, tokenizer"
+  REQUIRE_GPU=1 cargo test --workspace
+else
+  echo "== native: unit, parity with PyTorch on the CPU, sessions, bad input, CLI, tokenizer"
+  echo "   (the GPU tests, crate/tests/gpu.rs, will say SKIPPED: no Vulkan driver, GPU=${GPU:-unset}; see scripts/setup.sh)"
+  cargo test --workspace
+fi
 
 # --- npm package `gptlens` (crate/js): the wasm builds (skipped when unchanged), the packed tarball
 # installed into a fresh project and run in Node, then the same tarball in headless Chromium:
@@ -27,17 +40,26 @@ fi
 # --- wasm bindings and SIMD128 kernels (crate/tests/wasm.rs, the tests in crate/src/kernels/simd128.rs):
 # the PyTorch fixtures through the JS API, and the explicit SIMD kernels bit for bit against their
 # portable twins, in Node and then in headless Chromium (flags in crate/webdriver.json).
+# The WebGPU tests (crate/tests/wasm_gpu.rs, every test name has `webgpu`): the PyTorch fixtures and
+# sessions on the browser's GPU (SwiftShader with --enable-unsafe-webgpu). Node has no WebGPU, so
+# the Node run leaves them out (`--skip webgpu`; the runner says "no tests to run!" for that file)
+# and Chromium runs them.
+# wasm has no environment at run time: REQUIRE_GPU is compiled into the tests (option_env!), set
+# for both runs alike so that the second run does not rebuild them; with it, no adapter = failure.
 if [ "$WASM" = 1 ] && [ "$WASM_BINDGEN" = 1 ]; then
-  echo "== wasm in Node: bindings, parity, SIMD128 kernels"
-  cargo test --target wasm32-unknown-unknown --tests
+  export REQUIRE_GPU=$BROWSER
+  echo "== wasm in Node: bindings, parity, SIMD128 kernels (WebGPU tests left out: Node has no WebGPU)"
+  cargo test --target wasm32-unknown-unknown --tests -- --skip webgpu
   if [ "$BROWSER" = 1 ]; then
-    echo "== wasm in headless Chromium: the same tests"
-    WASM_BINDGEN_USE_BROWSER=1 cargo test --target wasm32-unknown-unknown --tests
+    echo "== wasm in headless Chromium: the same tests, and the WebGPU tests on its GPU (REQUIRE_GPU=1)"
+    WASM_BINDGEN_USE_BROWSER=1 WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-120} \
+      cargo test --target wasm32-unknown-unknown --tests
   else
-    echo "== SKIPPED wasm tests in Chromium: needs chromium and chromedriver (BROWSER=$BROWSER); see scripts/setup.sh"
+    echo "== SKIPPED wasm tests in Chromium, and with them the WebGPU tests: needs chromium and chromedriver (BROWSER=$BROWSER); see scripts/setup.sh"
   fi
+  unset REQUIRE_GPU
 else
-  echo "== SKIPPED wasm tests: need the wasm32 target and wasm-bindgen-test-runner (WASM=$WASM WASM_BINDGEN=$WASM_BINDGEN); see scripts/setup.sh"
+  echo "== SKIPPED wasm tests (and the WebGPU tests): need the wasm32 target and wasm-bindgen-test-runner (WASM=$WASM WASM_BINDGEN=$WASM_BINDGEN); see scripts/setup.sh"
 fi
 
 # --- the live page (web/, issue 4): built like `npm start` builds it, served by Vite's preview

@@ -61,6 +61,9 @@ impl fmt::Display for Backend {
 }
 
 /// Chooses a backend for `model` and, for the GPU, puts the model on it.
+// In wasm the GPU's objects are JS handles (not Send); an Arc still lets the sessions of one
+// thread share the model on the device. Natively they are Send and Sync.
+#[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 pub async fn select(choice: BackendChoice, model: &Arc<Model>) -> Result<Selected> {
     #[cfg(feature = "gpu")]
     {

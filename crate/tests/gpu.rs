@@ -221,3 +221,29 @@ fn smollm2_on_gpu_matches_the_cpu() {
         assert_close(&format!("prompt {p} {pattern}"), &gpu.get(pattern).unwrap().data, &cpu.get(pattern).unwrap().data, 1e-5);
     }
 }
+
+/// A device whose storage bindings are too small for the head: every matrix larger than the limit
+/// is split into pieces of whole rows, and the results do not change.
+#[test]
+fn matrices_larger_than_a_binding_are_split() {
+    let ckpt = load("llama-tiny-q");
+    let Some(Backend::Gpu(full)) = on_gpu(&ckpt.model) else { return };
+    let mut limits = full.gpu.limits.clone();
+    // 4 KiB binds a few dozen rows of the head (a row per vocabulary entry) and of the MLP.
+    limits.max_storage_buffer_binding_size = 4096;
+    let small = gptlens::gpu::Gpu { device: full.gpu.device.clone(), queue: full.gpu.queue.clone(), adapter: full.gpu.adapter.clone(), limits };
+    let model = gptlens::gpu::GpuModel::new(Arc::new(small), ckpt.model.clone()).unwrap();
+    assert!(model.largest_piece_count() > 1, "the test must split a matrix");
+    let backend = Backend::Gpu(Arc::new(model));
+    let reference = reference("llama-tiny-q");
+    let tokens = ids(&reference["tokens"]);
+    // (Capturing every row's logits would need a binding larger than this pretend limit: the pass
+    // refuses that with an error rather than binding past it.)
+    let all = CaptureSpec::from_names(&["logits"], &ckpt.model.config).unwrap();
+    let mut session = Session::with_backend(ckpt.model.clone(), &backend).unwrap();
+    assert!(matches!(session.run(&tokens, &all), Err(gptlens::Error::Gpu(_))));
+    let split = session.run(&tokens, &CaptureSpec::none()).unwrap();
+    let v = ckpt.model.config.vocab_size;
+    let want = &reference["logits"].data;
+    assert_close("last logits with split matrices", &split.last_logits, &want[want.len() - v..], 1e-4);
+}

@@ -66,7 +66,9 @@ impl Gpu {
             .iter()
             .any(|s| info.name.to_lowercase().contains(s) || info.driver.to_lowercase().contains(s));
         let adapter = AdapterInfo {
-            name: info.name.clone(),
+            // The browser's WebGPU does not tell wgpu its adapter's name (the page reads
+            // `GPUAdapter.info` itself).
+            name: if info.name.is_empty() { "the browser's WebGPU adapter".into() } else { info.name.clone() },
             vendor: vendor_name(info.vendor),
             backend: format!("{:?}", info.backend),
             device_type: format!("{:?}", info.device_type),

@@ -56,37 +56,67 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
-/// Runs a fixture's reference tokens through `session` capturing every hook, and checks every hook
-/// against PyTorch with the stated tolerances: logits ≤ 1e-4 absolute, attention probabilities
-/// ≤ 1e-5 absolute, LayerNorm scales and residual norms ≤ 1e-5 relative, LayerNorm means ≤ 1e-5
-/// relative to max(1, |value|).
+/// The hooks a reference file holds (every name but `tokens` and `greedy`), in name order.
+pub fn reference_hooks(reference: &BTreeMap<String, RefTensor>) -> Vec<&str> {
+    reference.keys().map(String::as_str).filter(|n| !matches!(*n, "tokens" | "greedy")).collect()
+}
+
+/// Checks one captured hook against PyTorch with the stated tolerances: logits ≤ 1e-4 absolute,
+/// attention probabilities ≤ 1e-5 absolute, LayerNorm scales and residual norms ≤ 1e-5 relative,
+/// LayerNorm means ≤ 1e-5 relative to max(1, |value|). `what` names the run in failure messages.
+pub fn check_hook(what: &str, name: &str, shape: &[usize], got: &[f32], want: &RefTensor) {
+    assert_eq!(shape, want.shape.as_slice(), "{what} {name}");
+    assert!(got.iter().all(|x| x.is_finite()), "{what} {name} has a NaN or infinity");
+    let worst = if name == "logits" || name.ends_with("hook_pattern") {
+        max_abs_diff(got, &want.data)
+    } else {
+        let floor = if name.ends_with("hook_mean") { 1.0 } else { 0.0 };
+        got.iter().zip(&want.data).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max)
+    };
+    let tolerance = if name == "logits" { 1e-4 } else { 1e-5 };
+    assert!(worst <= tolerance, "{what} {name}: off by {worst:e} (tolerance {tolerance:e})");
+}
+
+/// Checks a trace of a fixture's reference tokens, captured with every hook, against PyTorch:
+/// exactly the reference hooks, each within [`check_hook`]'s tolerances, and the last position's
+/// logits (what every run returns, captured or not) within 1e-4. Native and wasm tests share it.
+pub fn check_trace_against_pytorch(what: &str, trace: &gptlens::Trace, reference: &BTreeMap<String, RefTensor>) {
+    assert_eq!(trace.tokens, ids(&reference["tokens"]), "{what}: the trace is not of the reference tokens");
+    let expected_names = reference_hooks(reference);
+    let traced_names: Vec<&str> = trace.names().collect();
+    assert_eq!(traced_names, expected_names, "{what}: the trace must offer exactly the reference hooks");
+    for name in expected_names {
+        let got = trace.get(name).unwrap();
+        check_hook(what, name, &got.shape, &got.data, &reference[name]);
+    }
+    let all = &reference["logits"].data;
+    let v = trace.last_logits.len();
+    assert!(max_abs_diff(&trace.last_logits, &all[all.len() - v..]) <= 1e-4, "{what}: last_logits");
+}
+
+/// Runs a fixture's reference tokens through `session` capturing every hook, and checks the trace
+/// against PyTorch ([`check_trace_against_pytorch`]).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn check_against_pytorch(model: &str, session: &mut gptlens::Session) {
     let reference = reference(model);
     let tokens = ids(&reference["tokens"]);
     let spec = gptlens::CaptureSpec::all(&session.config().clone());
     let trace = session.run(&tokens, &spec).unwrap();
+    assert_eq!(trace.last_logits.len(), session.config().vocab_size);
+    check_trace_against_pytorch(&format!("{model} on {}", session.backend_name()), &trace, &reference);
+}
 
-    let expected_names: Vec<&str> =
-        reference.keys().map(String::as_str).filter(|n| !matches!(*n, "tokens" | "greedy")).collect();
-    let traced_names: Vec<&str> = trace.names().collect();
-    assert_eq!(traced_names, expected_names, "the trace must offer exactly the reference hooks");
-
-    for name in expected_names {
-        let (got, want) = (&trace.get(name).unwrap(), &reference[name]);
-        assert_eq!(got.shape, want.shape, "{model} {name}");
-        assert!(got.data.iter().all(|x| x.is_finite()), "{model} {name} has a NaN or infinity");
-        let worst = if name == "logits" || name.ends_with("hook_pattern") {
-            max_abs_diff(&got.data, &want.data)
-        } else {
-            let floor = if name.ends_with("hook_mean") { 1.0 } else { 0.0 };
-            got.data.iter().zip(&want.data).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max)
-        };
-        let tolerance = if name == "logits" { 1e-4 } else { 1e-5 };
-        assert!(worst <= tolerance, "{model} {name} on {}: off by {worst:e} (tolerance {tolerance:e})", session.backend_name());
+/// Two traces of the same tokens agree: the same hooks, shapes, and every value (and the last
+/// logits) within `tolerance` absolute.
+pub fn assert_traces_agree(what: &str, a: &gptlens::Trace, b: &gptlens::Trace, tolerance: f32) {
+    assert_eq!(a.tokens, b.tokens, "{what}");
+    assert_eq!(a.names().collect::<Vec<_>>(), b.names().collect::<Vec<_>>(), "{what}");
+    for name in a.names() {
+        let (x, y) = (a.get(name).unwrap(), b.get(name).unwrap());
+        assert_eq!(x.shape, y.shape, "{what} {name}");
+        let d = max_abs_diff(&x.data, &y.data);
+        assert!(d <= tolerance, "{what} {name} differs by {d:e} (tolerance {tolerance:e})");
     }
-    // The last position's logits are also what every run returns without capture.
-    let v = session.config().vocab_size;
-    let all = &reference["logits"].data;
-    assert!(max_abs_diff(&trace.last_logits, &all[all.len() - v..]) <= 1e-4);
+    let d = max_abs_diff(&a.last_logits, &b.last_logits);
+    assert!(d <= tolerance, "{what} last_logits differ by {d:e} (tolerance {tolerance:e})");
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds what the npm package `gptlens` (crate/js) ships:
-#   crate/js/wasm/st   single-thread build, SIMD128 (stable Rust, .cargo/config.toml)
-#   crate/js/wasm/mt   threaded build (wasm-bindgen-rayon; nightly + .cargo/threads.toml), when
-#                      target/setup.env says THREADS=1
+#   crate/js/wasm/st   single-thread build, SIMD128, with the WebGPU backend (feature `gpu`)
+#                      (stable Rust, .cargo/config.toml)
+#   crate/js/wasm/mt   threaded build (wasm-bindgen-rayon; nightly + .cargo/threads.toml), CPU only:
+#                      wgpu's browser objects cannot be shared across threads, so a page that runs
+#                      on WebGPU loads the single-thread build. Built when target/setup.env says THREADS=1
 #   crate/js/dist      the TypeScript layer, compiled against the single-thread build's declarations
 # `--target web` serves both browsers and Node: the package hands the glue the .wasm bytes in Node.
 # A build whose inputs (sources, lock file, cargo config, toolchain) are unchanged is skipped.
@@ -53,7 +55,7 @@ if [ "${THREADS:-0}" = 1 ]; then
   # wasm-pack runs cargo in crate/, so the config path must be absolute. CARGO_TARGET_DIR repeats
   # the config's target-dir because wasm-pack looks for the .wasm via `cargo metadata`, which does
   # not see --config: without it, it would package a stale single-thread .wasm from target/.
-  RUSTUP_TOOLCHAIN=$NIGHTLY CARGO_TARGET_DIR=$PWD/target/threads build mt --features threads --config "$PWD/.cargo/threads.toml"
+  RUSTUP_TOOLCHAIN=$NIGHTLY CARGO_TARGET_DIR=$PWD/target/threads build mt --no-default-features --features threads --config "$PWD/.cargo/threads.toml"
   # wasm-bindgen-rayon's worker script imports the glue as '../../..', a directory that only
   # bundlers resolve (via package.json). Naming the file works for bundlers and plain browsers alike.
   helper=$(ls "$OUT"/mt/snippets/wasm-bindgen-rayon-*/src/workerHelpers.js)

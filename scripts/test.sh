@@ -29,7 +29,8 @@ if [ "$WASM" = 1 ] && [ "$WASM_BINDGEN" = 1 ] && [ "$WASM_PACK" = 1 ]; then
   tests/package/run.sh
   if [ "$BROWSER" = 1 ] && [ "$THREADS" = 1 ]; then
     echo "== npm package in headless Chromium: threads, fallback, same logits"
-    tests/support/run-node-tests.sh browser tests/browser/threads.test.mjs
+    # Chromium has a WebGPU adapter (SwiftShader): the WebGPU cases must find it.
+    REQUIRE_GPU=1 tests/support/run-node-tests.sh browser tests/browser/threads.test.mjs
   else
     echo "== SKIPPED npm package in Chromium: needs Chromium (BROWSER=$BROWSER) and the nightly for the threaded build (THREADS=$THREADS); see scripts/setup.sh"
   fi
@@ -70,7 +71,7 @@ if [ "$BROWSER" = 1 ] && [ "$WASM" = 1 ] && [ "$WASM_BINDGEN" = 1 ] && [ "$WASM_
   echo "== web page in headless Chromium"
   bash scripts/build-wasm.sh
   npm run --silent build -w web
-  tests/support/run-node-tests.sh web tests/web/web.test.mjs
+  REQUIRE_GPU=1 tests/support/run-node-tests.sh web tests/web/web.test.mjs
 else
   echo "== SKIPPED web page: needs Chromium (BROWSER=$BROWSER) and the wasm build tools (WASM=$WASM WASM_BINDGEN=$WASM_BINDGEN WASM_PACK=$WASM_PACK); see scripts/setup.sh"
 fi

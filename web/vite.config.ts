@@ -31,7 +31,8 @@ export default defineConfig({
   server: { host: '127.0.0.1', port, strictPort: true, headers: ISOLATION_HEADERS },
   preview: { host: '127.0.0.1', port, strictPort: true, headers: ISOLATION_HEADERS },
   // The engine's Worker imports its wasm build dynamically: only ES-module workers can split code.
-  worker: { format: 'es' },
+  // Workers are bundled with their own plugins: the worker is what imports the threaded build.
+  worker: { format: 'es', plugins: () => [missingThreadedBuild()] },
   build: { target: 'es2022' },
   plugins: [missingThreadedBuild(), modelCatalog(repo)],
 });

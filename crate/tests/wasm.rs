@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{ids, max_abs_diff, reference_from_bytes as reference};
+use common::{check_hook, ids, max_abs_diff, reference_from_bytes as reference, reference_hooks};
 
 use gptlens::bindings::{Model, Session, Trace};
 use js_sys::{Float32Array, Object, Reflect, Uint8Array};
@@ -81,21 +81,11 @@ fn check_parity(files: &[(&str, &[u8])], reference_bytes: &[u8]) {
     let model = load(files);
     let reference = reference(reference_bytes);
     let trace = model.run(&ids(&reference["tokens"]), None).map_err(message).unwrap();
-    let expected: Vec<&String> = reference.keys().filter(|name| !matches!(name.as_str(), "tokens" | "greedy")).collect();
-    assert_eq!(trace.names().iter().collect::<Vec<_>>(), expected, "the trace must offer exactly the reference hooks");
+    let expected = reference_hooks(&reference);
+    assert_eq!(trace.names(), expected, "the trace must offer exactly the reference hooks");
     for name in expected {
         let (shape, got) = tensor(&trace, name);
-        let want = &reference[name];
-        assert_eq!(shape, want.shape, "{name}");
-        assert!(got.iter().all(|x| x.is_finite()), "{name} has a NaN or infinity");
-        let worst = if name == "logits" || name.ends_with("hook_pattern") {
-            max_abs_diff(&got, &want.data)
-        } else {
-            let floor = if name.ends_with("hook_mean") { 1.0 } else { 0.0 };
-            got.iter().zip(&want.data).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max)
-        };
-        let tolerance = if name == "logits" { 1e-4 } else { 1e-5 };
-        assert!(worst <= tolerance, "{name}: off by {worst:e} (tolerance {tolerance:e})");
+        check_hook("the JS API", name, &shape, &got, &reference[name]);
     }
 }
 
@@ -121,10 +111,10 @@ fn runs_are_bit_for_bit_deterministic() {
     for name in a.names() {
         assert_eq!(bits(&tensor(&a, &name).1), bits(&tensor(&b, &name).1), "{name}");
     }
-    let mut session = model.session();
+    let session = model.session().map_err(message).unwrap();
     session.run(&tokens, Some(vec![])).map_err(message).unwrap();
     let logits = tensor(&a, "logits").1;
-    assert_eq!(bits(&session.last_logits()), bits(&logits[logits.len() - F32_VOCAB..]));
+    assert_eq!(bits(&session.last_logits().map_err(message).unwrap()), bits(&logits[logits.len() - F32_VOCAB..]));
 }
 
 #[wasm_bindgen_test]
@@ -132,7 +122,7 @@ fn greedy_sampling_matches_transformers_generate() {
     for (files, reference_bytes) in [(&F32_FILES[..], F32_REFERENCE), (&F16_FILES[..], F16_REFERENCE)] {
         let model = load(files);
         let reference = reference(reference_bytes);
-        let mut session = model.session();
+        let session = model.session().map_err(message).unwrap();
         session.run(&ids(&reference["tokens"]), Some(vec![])).map_err(message).unwrap();
         let greedy = ids(&reference["greedy"]);
         let got: Vec<u32> =
@@ -205,7 +195,7 @@ fn prompt(n: u32) -> Vec<u32> {
 #[wasm_bindgen_test]
 fn sessions_reuse_the_shared_prefix() {
     let model = load(&F32_FILES);
-    let mut session = model.session();
+    let session = model.session().map_err(message).unwrap();
     let first = prompt(20);
     assert_eq!(session.run(&first, None).map_err(message).unwrap().computed(), 20);
     let mut longer = first.clone();
@@ -220,11 +210,11 @@ fn sessions_reuse_the_shared_prefix() {
         assert!(max_abs_diff(&got, &want) <= 1e-5, "{name}");
     }
     session.step(11).map_err(message).unwrap();
-    assert_eq!(session.tokens().len(), 24);
-    assert_eq!(session.run(&session.tokens(), None).map_err(message).unwrap().computed(), 0);
-    session.reset();
-    assert!(session.tokens().is_empty());
-    assert!(session.last_logits().iter().all(|&x| x == 0.0));
+    assert_eq!(session.tokens().map_err(message).unwrap().len(), 24);
+    assert_eq!(session.run(&session.tokens().map_err(message).unwrap(), None).map_err(message).unwrap().computed(), 0);
+    session.reset().map_err(message).unwrap();
+    assert!(session.tokens().map_err(message).unwrap().is_empty());
+    assert!(session.last_logits().map_err(message).unwrap().iter().all(|&x| x == 0.0));
     assert_eq!(session.run(&first, None).map_err(message).unwrap().computed(), 20);
 }
 
@@ -240,14 +230,14 @@ fn sample(session: &mut Session, params: &str, seed: Option<f64>, n: usize) -> V
 fn step_wise_sampling_follows_the_seed() {
     let model = load(&F32_FILES);
     let fresh = || {
-        let mut session = model.session();
+        let session = model.session().map_err(message).unwrap();
         session.run(&prompt(5), Some(vec![])).map_err(message).unwrap();
         session
     };
     let hot = r#"{"temperature": 1.5, "topK": 50}"#;
     let mut a = fresh();
     let drawn = sample(&mut a, hot, Some(7.0), 10);
-    assert_eq!(a.tokens()[5..], drawn);
+    assert_eq!(a.tokens().map_err(message).unwrap()[5..], drawn);
     assert_eq!(sample(&mut fresh(), hot, Some(7.0), 10), drawn);
     // A seed restarts the stream of a session that has sampled before.
     let mut b = fresh();
@@ -260,7 +250,7 @@ fn step_wise_sampling_follows_the_seed() {
     let (mut d, mut e) = (fresh(), fresh());
     let unseeded = sample(&mut d, hot, None, 10);
     assert_eq!(sample(&mut e, hot, Some(0.0), 10), unseeded);
-    d.reset();
+    d.reset().map_err(message).unwrap();
     d.run(&prompt(5), Some(vec![])).map_err(message).unwrap();
     assert_eq!(sample(&mut d, hot, None, 10), unseeded);
 
@@ -274,8 +264,8 @@ fn step_wise_sampling_follows_the_seed() {
         let e = message(a.sample_next(js(params), seed).unwrap_err());
         assert!(e.contains(expected), "{e}");
     }
-    assert_eq!(a.tokens().len(), 15, "failed calls append nothing");
-    let e = message(model.session().sample_next(js(hot), None).unwrap_err());
+    assert_eq!(a.tokens().map_err(message).unwrap().len(), 15, "failed calls append nothing");
+    let e = message(model.session().map_err(message).unwrap().sample_next(js(hot), None).unwrap_err());
     assert!(e.contains("run a prompt before sampling"), "{e}");
 }
 
@@ -372,9 +362,9 @@ fn bad_files_are_errors_and_the_module_still_works_after_them() {
 #[wasm_bindgen_test]
 fn bad_token_ids_are_errors_that_leave_the_session_intact() {
     let model = load(&F32_FILES);
-    let mut session = model.session();
+    let session = model.session().map_err(message).unwrap();
     session.run(&[1, 2, 3], Some(vec![])).map_err(message).unwrap();
-    let before = session.last_logits();
+    let before = session.last_logits().map_err(message).unwrap();
     let e = message(session.run(&[1, 2, 513], None).err().unwrap());
     assert!(e.contains("token id 513 is out of range"), "{e}");
     let e = message(session.step(u32::MAX).unwrap_err());
@@ -382,7 +372,7 @@ fn bad_token_ids_are_errors_that_leave_the_session_intact() {
     assert!(message(model.run(&[], None).err().unwrap()).contains("empty"));
     assert!(message(model.run(&[5; 65], None).err().unwrap()).contains("context of 64 tokens"));
     assert!(message(model.decode(&[600]).unwrap_err()).contains("out of range"));
-    assert_eq!(session.tokens(), [1, 2, 3]);
+    assert_eq!(session.tokens().map_err(message).unwrap(), [1, 2, 3]);
     assert_eq!(session.run(&[1, 2, 3], Some(vec![])).map_err(message).unwrap().computed(), 0);
-    assert_eq!(session.last_logits(), before);
+    assert_eq!(session.last_logits().map_err(message).unwrap(), before);
 }

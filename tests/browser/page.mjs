@@ -1,4 +1,5 @@
-// Runs in the test page: the package's worker client on the fixture model, as a web page uses it.
+// Runs in the test page: the package's worker client on the fixture model, as a web page uses it,
+// and the direct API on the page's main thread.
 import { createWorkerClient, init, Model } from '/pkg/dist/index.js';
 
 const FIXTURE = '/tests/fixtures/gpt2-tiny-f32/';
@@ -9,25 +10,47 @@ async function fixtureFiles() {
   return Object.fromEntries(names.map((name, i) => [name, bytes[i]]));
 }
 
-/** Starts a worker client with `options`, runs `tokens` with every hook, returns what the test checks. */
+/** What the browser's WebGPU offers here: the adapter's info, or why there is none. */
+export async function webgpuAdapter() {
+  if (!navigator.gpu) return { missing: 'navigator.gpu is undefined' };
+  const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) return { missing: 'navigator.gpu.requestAdapter() returned null' };
+  const { vendor, architecture, isFallbackAdapter } = adapter.info;
+  return { vendor, architecture, isFallbackAdapter };
+}
+
+/**
+ * Starts a worker client with `options`, runs `tokens` with every hook, then a session (prefix
+ * reuse, greedy sampling, a step); returns what the tests check, or the error's message.
+ */
 export async function runFixture(options, tokens) {
-  const engine = await createWorkerClient(options);
+  let engine;
   try {
+    engine = await createWorkerClient(options);
     await engine.load(await fixtureFiles());
     const trace = await engine.run(Uint32Array.from(tokens));
     const session = await engine.session();
     await session.run(Uint32Array.from(tokens), []);
     const reused = await session.run(Uint32Array.from([...tokens, 7]), []);
+    const greedy = [];
+    for (let i = 0; i < 3; i++) greedy.push(await session.sampleNext({ temperature: 0 }));
+    await session.step(5);
     return {
       backend: engine.backend(),
+      backendInfo: engine.backendInfo(),
       crossOriginIsolated,
       logits: Array.from(trace.tensor('logits').data),
       pattern: Array.from(trace.tensor('blocks.1.attn.hook_pattern').data),
+      scale: Array.from(trace.tensor('blocks.0.ln1.hook_scale').data),
       top: await trace.topK(3),
       reusedComputed: reused.computed,
+      greedy,
+      stepped: Array.from(await session.lastLogits()),
     };
+  } catch (error) {
+    return { error: error.message };
   } finally {
-    engine.terminate();
+    engine?.terminate();
   }
 }
 
@@ -37,4 +60,61 @@ export async function runFixtureOnMainThread(tokens) {
   const model = Model.load(await fixtureFiles());
   const trace = model.run(Uint32Array.from(tokens), ['logits']);
   return { backend, logits: Array.from(trace.tensor('logits').data) };
+}
+
+/**
+ * The direct API on WebGPU, on the page's main thread, beside the same model on the CPU: a run,
+ * a session's async methods, and the errors of a sync call and of overlapping calls.
+ */
+export async function runFixtureDirectOnWebGpu(tokens) {
+  try {
+    await init({ backend: 'webgpu' });
+    const files = await fixtureFiles();
+    const ids = Uint32Array.from(tokens);
+    const gpu = await Model.load(files, { backend: 'webgpu' });
+    const cpu = Model.load(files);
+    const [gpuTrace, cpuTrace] = [await gpu.runAsync(ids), cpu.run(ids)];
+    let syncError;
+    try {
+      gpu.run(ids, []);
+    } catch (error) {
+      syncError = error.message;
+    }
+    const session = gpu.session();
+    const first = session.runAsync(ids, ['logits']);
+    const overlapping = await session.runAsync(ids, []).then(() => 'resolved', (error) => error.message);
+    await first;
+    const greedy = [];
+    for (let i = 0; i < 4; i++) greedy.push(await session.sampleNextAsync({ temperature: 0 }));
+    await session.stepAsync(5);
+    const cpuSession = cpu.session();
+    cpuSession.run(ids, ['logits']);
+    const cpuGreedy = [];
+    for (let i = 0; i < 4; i++) cpuGreedy.push(cpuSession.sampleNext({ temperature: 0 }));
+    cpuSession.step(5);
+    const maxDiff = (a, b) => a.reduce((max, value, i) => Math.max(max, Math.abs(value - b[i])), 0);
+    // Absolute below 1, relative above (norms of the residual stream are large).
+    const scaledDiff = (a, b) => a.reduce((max, value, i) => Math.max(max, Math.abs(value - b[i]) / Math.max(1, Math.abs(b[i]))), 0);
+    const worst = Object.fromEntries(cpuTrace.names().map((name) => [name, scaledDiff(gpuTrace.tensor(name).data, cpuTrace.tensor(name).data)]));
+    const [backend, backendInfo] = [gpu.backend(), gpu.backendInfo()];
+    // Back to the CPU: sessions made afterwards run there, synchronously.
+    await gpu.useBackend('cpu');
+    const backAgain = gpu.session();
+    backAgain.run(ids, []);
+    return {
+      backend,
+      backendInfo,
+      sessionBackend: session.backend(),
+      names: gpuTrace.names().length === cpuTrace.names().length,
+      worst,
+      top: [gpuTrace.topK(5), cpuTrace.topK(5)],
+      syncError,
+      overlapping,
+      greedy: [greedy, cpuGreedy],
+      stepped: maxDiff(session.lastLogits(), cpuSession.lastLogits()),
+      afterSwitch: [gpu.backend(), backAgain.backend(), gpu.backendInfo().reason],
+    };
+  } catch (error) {
+    return { error: error.message };
+  }
 }

@@ -1,5 +1,8 @@
 // The packed package in headless Chromium: the threaded build on a cross-origin-isolated page,
-// the single-thread fallback elsewhere, and the same logits from both, bit for bit.
+// the single-thread fallback elsewhere, and the same logits from both, bit for bit; the WebGPU
+// backend (SwiftShader here: Chromium runs with --enable-unsafe-webgpu) against the CPU, through
+// the worker client and the direct API, and `auto` declining the software adapter with its reason.
+// A missing adapter skips the WebGPU tests, or fails them under REQUIRE_GPU=1.
 // Needs `npm run pack` first (scripts/test.sh does it).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -8,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { launchChromium, openPage, serve } from '../support/browser.mjs';
+import { launchChromium, openPage, serve, skipOrFail } from '../support/browser.mjs';
 import { parseSafetensors } from '../support/safetensors.mjs';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
@@ -49,11 +52,20 @@ const [threaded, singleOnIsolated, fallback, mainThread] = await Promise.all([
   inPage(plain, 'runFixture', {}, tokens),
   inPage(isolated, 'runFixtureOnMainThread', tokens),
 ]);
+// After the CPU runs: SwiftShader on 2 shared cores is slow, and the pages above time nothing.
+const adapter = await inPage(isolated, 'webgpuAdapter');
+const [onWebGpu, auto, direct] = await Promise.all([
+  inPage(isolated, 'runFixture', { threads: 2, backend: 'webgpu' }, tokens),
+  inPage(isolated, 'runFixture', { threads: 2, backend: 'auto' }, tokens),
+  inPage(isolated, 'runFixtureDirectOnWebGpu', tokens),
+]);
 
 const bits = (values) => new Uint32Array(Float32Array.from(values).buffer);
 
 test('a cross-origin-isolated page runs the threaded build on 2 threads', () => {
+  assert.equal(threaded.error, undefined);
   assert.equal(threaded.crossOriginIsolated, true);
+  assert.deepEqual(threaded.backendInfo, { backend: 'cpu', requested: 'cpu', reason: 'cpu: the CPU was asked for' });
   assert.deepEqual(threaded.backend, { simd: true, threads: 2, reason: 'multi-thread: 2 threads (page is crossOriginIsolated)' });
   // The engine's worker, and wasm-bindgen-rayon's two thread workers it started.
   assert.deepEqual(threaded.workers, ['worker.js', 'workerHelpers.js', 'workerHelpers.js']);
@@ -86,4 +98,83 @@ test("the direct API on a page's main thread runs single-thread, says why, and c
   assert.match(mainThread.backend.reason, /^single-thread: running on the page's main thread/);
   assert.deepEqual(mainThread.workers, []);
   assert.deepEqual(bits(mainThread.logits), bits(threaded.logits));
+});
+
+const maxDiff = (a, b) => a.reduce((max, value, i) => Math.max(max, Math.abs(value - b[i])), 0);
+
+/** The WebGPU tests need an adapter: without one they skip, or fail under REQUIRE_GPU=1. */
+function needAdapter(t) {
+  if (adapter.missing) {
+    skipOrFail(t, `no WebGPU adapter in Chromium (${adapter.missing})`);
+    return false;
+  }
+  return true;
+}
+
+test('backend webgpu: the worker runs the single-thread build on the adapter, and says so', (t) => {
+  if (!needAdapter(t)) return;
+  assert.equal(onWebGpu.error, undefined);
+  assert.deepEqual(onWebGpu.backend, { simd: true, threads: 1, reason: 'single-thread: WebGPU was asked for (the threaded build has no WebGPU)' });
+  assert.deepEqual(onWebGpu.workers, ['worker.js'], 'no thread workers: the GPU does the work');
+  const { backend, requested, reason, adapter: used } = onWebGpu.backendInfo;
+  assert.equal(backend, 'webgpu');
+  assert.equal(requested, 'webgpu');
+  assert.equal(used.vendor, adapter.vendor);
+  assert.equal(used.architecture, adapter.architecture);
+  assert.equal(used.isFallbackAdapter, adapter.isFallbackAdapter);
+  assert.equal(used.backend, 'BrowserWebGpu');
+  for (const limit of ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize']) {
+    assert.ok(used[limit] > 0, `${limit}: ${used[limit]}`);
+  }
+  assert.match(reason, new RegExp(`^webgpu: WebGPU was asked for: ${adapter.vendor} ${adapter.architecture}`));
+  if (adapter.isFallbackAdapter) assert.match(reason, /a software fallback adapter$/);
+});
+
+test('backend webgpu computes what the CPU computes: logits 1e-4, attention and norms 2e-5, the same greedy tokens', (t) => {
+  if (!needAdapter(t)) return;
+  assert.equal(onWebGpu.error, undefined);
+  assert.ok(maxDiff(onWebGpu.logits, threaded.logits) <= 1e-4, `logits off by ${maxDiff(onWebGpu.logits, threaded.logits)}`);
+  assert.ok(maxDiff(onWebGpu.pattern, threaded.pattern) <= 2e-5, `attention off by ${maxDiff(onWebGpu.pattern, threaded.pattern)}`);
+  assert.ok(maxDiff(onWebGpu.scale, threaded.scale) <= 2e-5 * Math.max(1, ...threaded.scale), 'ln1 scale');
+  assert.deepEqual(onWebGpu.top.map(({ id }) => id), threaded.top.map(({ id }) => id));
+  assert.equal(onWebGpu.reusedComputed, 1, 'a session on the GPU reuses the cached prefix');
+  assert.deepEqual(onWebGpu.greedy, threaded.greedy);
+  assert.ok(maxDiff(onWebGpu.stepped, threaded.stepped) <= 1e-4, 'logits after a step');
+  const expected = reference.tensors.logits.data;
+  assert.ok(maxDiff(onWebGpu.logits, expected) <= 1e-4, 'and the PyTorch reference');
+});
+
+test('backend auto declines a software fallback adapter: the CPU on threads, and the reason', (t) => {
+  if (!needAdapter(t)) return;
+  assert.equal(auto.error, undefined);
+  if (!adapter.isFallbackAdapter) {
+    assert.equal(auto.backendInfo.backend, 'webgpu', 'a hardware adapter is taken');
+    assert.match(auto.backendInfo.reason, /^webgpu: a hardware WebGPU adapter is available/);
+    return;
+  }
+  assert.equal(auto.backendInfo.backend, 'cpu');
+  assert.equal(auto.backendInfo.requested, 'auto');
+  assert.match(auto.backendInfo.reason, /^cpu: the only WebGPU adapter, .+, is a software fallback adapter: the CPU kernels are faster/);
+  assert.equal(auto.backendInfo.adapter.isFallbackAdapter, true);
+  assert.equal(auto.backend.threads, 2, 'the threaded build, since the GPU is not used');
+  assert.deepEqual(bits(auto.logits), bits(threaded.logits));
+});
+
+test('the direct API on WebGPU: runAsync, the async session methods, clear errors, and back to the CPU', (t) => {
+  if (!needAdapter(t)) return;
+  assert.equal(direct.error, undefined);
+  assert.equal(direct.backend, 'webgpu');
+  assert.equal(direct.sessionBackend, 'webgpu');
+  assert.equal(direct.backendInfo.adapter.architecture, adapter.architecture);
+  assert.ok(direct.names, 'the same hooks');
+  for (const [name, worst] of Object.entries(direct.worst)) {
+    // Each backend is within 1e-4 (logits) / 1e-5 (the rest) of PyTorch: within twice that of each other.
+    assert.ok(worst <= (name === 'logits' ? 1e-4 : 2e-5), `${name} off by ${worst}`);
+  }
+  assert.deepEqual(direct.top[0].map(({ id }) => id), direct.top[1].map(({ id }) => id));
+  assert.match(direct.syncError, /runs asynchronously: use runAsync/);
+  assert.match(direct.overlapping, /busy .*await it before the next call/);
+  assert.deepEqual(direct.greedy[0], direct.greedy[1]);
+  assert.ok(direct.stepped <= 1e-4, `logits after stepAsync off by ${direct.stepped}`);
+  assert.deepEqual(direct.afterSwitch, ['cpu', 'cpu', 'cpu: the CPU was asked for']);
 });

@@ -98,3 +98,40 @@ test('coalesceLatest runs the call in flight and then only the newest one', asyn
   assert.deepEqual(results, ['A', undefined, undefined, 'ABCD']);
   assert.deepEqual(started, ['a', 'abcd']);
 });
+
+test('backends in Node: auto runs on the CPU and says why, webgpu fails clearly, the CPU is the default', async () => {
+  assert.equal(model.backend(), 'cpu');
+  assert.deepEqual(model.backendInfo(), { backend: 'cpu', requested: 'cpu', reason: 'cpu: the CPU was asked for' });
+  const auto = await Model.load(files, { backend: 'auto' });
+  assert.equal(auto.backend(), 'cpu');
+  assert.deepEqual(auto.backendInfo(), {
+    backend: 'cpu',
+    requested: 'auto',
+    reason: 'cpu: no usable WebGPU: navigator.gpu is undefined (Node.js has no WebGPU)',
+  });
+  auto.free();
+  await assert.rejects(Model.load(files, { backend: 'webgpu' }), /^Error: WebGPU was asked for, but navigator\.gpu is undefined \(Node\.js has no WebGPU\)$/);
+  await assert.rejects(Model.load(files, { backend: 'gpu' }), /backend must be 'auto', 'cpu' or 'webgpu', not "gpu"/);
+  await assert.rejects(model.useBackend('webgpu'), /WebGPU was asked for/);
+  assert.equal(model.backend(), 'cpu', 'a failed switch leaves the model where it was');
+});
+
+test('the async methods give what the sync ones give on the CPU', async () => {
+  const onCpu = await Model.load(files, { backend: 'cpu' });
+  const sync = model.run(referenceTokens, ['logits', 'blocks.0.attn.hook_pattern']);
+  const async_ = await onCpu.runAsync(referenceTokens, ['logits', 'blocks.0.attn.hook_pattern']);
+  assert.deepEqual(async_.tensor('logits').data, sync.tensor('logits').data);
+  assert.deepEqual(async_.tensor('blocks.0.attn.hook_pattern').data, sync.tensor('blocks.0.attn.hook_pattern').data);
+  const session = onCpu.session();
+  assert.equal(session.backend(), 'cpu');
+  assert.equal((await session.runAsync(referenceTokens, [])).computed, referenceTokens.length);
+  const greedy = [];
+  for (const _ of reference.tensors.greedy.data) greedy.push(await session.sampleNextAsync({ temperature: 0 }));
+  assert.deepEqual(greedy, reference.tensors.greedy.data);
+  await session.stepAsync(7);
+  assert.equal(session.tokens().length, referenceTokens.length + greedy.length + 1);
+  await assert.rejects(session.stepAsync(513), /513/);
+  await assert.rejects(session.sampleNextAsync({ temperature: -1 }), /temperature/);
+  session.free();
+  onCpu.free();
+});

@@ -52,7 +52,11 @@ export async function serve(routes, { isolated, limitSeconds = 600 }) {
   return { url: `http://127.0.0.1:${server.address().port}`, close };
 }
 
-/** Chromium from Debian (never a downloaded browser); Playwright gives it a fresh temporary profile. */
+/**
+ * Chromium from Debian (never a downloaded browser); Playwright gives it a fresh temporary profile.
+ * `--enable-unsafe-webgpu` gives it a WebGPU adapter even without a GPU (SwiftShader, a software
+ * fallback adapter), so the WebGPU backend runs in CI; without the flag there is no adapter at all.
+ */
 export function launchChromium() {
   return chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -60,6 +64,7 @@ export function launchChromium() {
       '--headless',
       '--no-sandbox',
       '--disable-gpu',
+      '--enable-unsafe-webgpu',
       '--disable-quic',
       '--no-first-run',
       '--disable-background-networking',
@@ -76,4 +81,13 @@ export async function openPage(browser, url) {
   page.on('pageerror', (error) => console.error(`[page] ${error.message}`));
   await page.goto(url);
   return page;
+}
+
+/**
+ * Whether a missing WebGPU adapter fails the test (REQUIRE_GPU=1, as scripts/test.sh sets where
+ * the adapter must exist) or skips it with `reason`.
+ */
+export function skipOrFail(t, reason) {
+  if (process.env.REQUIRE_GPU === '1') throw new Error(`REQUIRE_GPU=1 but ${reason}`);
+  t.skip(reason);
 }

@@ -2,14 +2,17 @@
 // with COOP/COEP: load the fixture model, type a prompt key by key, and check each view against
 // the engine itself (the npm package called directly in Node). Saves screenshots of every view,
 // wide and narrow, dark and light, under tests/output/web/, and prints the measured
-// keystroke → redraw times (the fixture's, and SmolLM2's when assets/models has it).
+// keystroke → redraw times (the fixture's, and SmolLM2's when assets/models has it). Chromium runs
+// with --enable-unsafe-webgpu (SwiftShader's software adapter): `?backend=webgpu` draws every view
+// from the GPU, and without it the page stays on the CPU and says why. A missing adapter skips
+// those tests, or fails them under REQUIRE_GPU=1.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { init, Model } from 'gptlens';
-import { launchChromium } from '../support/browser.mjs';
+import { launchChromium, skipOrFail } from '../support/browser.mjs';
 import { servePage } from './page-server.mjs';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
@@ -33,11 +36,11 @@ before(async () => {
 after(() => Promise.all([browser?.close(), server?.close()]));
 
 /** Opens the page on `model` with `prompt` already in the box; resolves once every view shows it. */
-async function openPage({ model = FIXTURE, prompt = '', theme = 'dark', size = SIZES.wide } = {}) {
+async function openPage({ model = FIXTURE, prompt = '', theme = 'dark', size = SIZES.wide, backend } = {}) {
   const page = await browser.newPage({ viewport: size });
   page.on('pageerror', (error) => console.error(`[page] ${error.message}`));
   page.on('console', (message) => message.type() === 'error' && console.error(`[page] ${message.text()}`));
-  const query = new URLSearchParams({ model, theme, prompt });
+  const query = new URLSearchParams({ model, theme, prompt, ...(backend ? { backend } : {}) });
   await page.goto(`${server.url}/?${query}`);
   await page.locator('[data-field=model]').waitFor({ timeout: 180_000 });
   if (prompt) await page.locator('[data-testid=candidate]').first().waitFor();
@@ -169,7 +172,7 @@ test('the page runs the engine on threads when it is cross-origin isolated', asy
     t.skip('no threaded wasm build (scripts/setup.sh found no nightly toolchain)');
     return;
   }
-  const page = await openPage();
+  const page = await openPage({ backend: 'cpu' });
   assert.equal(await page.evaluate(() => crossOriginIsolated), true);
   assert.match(await field(page, 'isolation'), /^yes/);
   const cores = await page.evaluate(() => navigator.hardwareConcurrency);
@@ -204,6 +207,117 @@ test('picking a query token highlights its row in every view', async () => {
   assert.ok(await page.getByTestId('attention-grid').evaluate((grid) => grid.classList.contains('has-query')));
   assert.equal(await page.getByTestId('attention-grid').evaluate((grid) => grid.style.getPropertyValue('--query')), '5');
   assert.match(await page.getByTestId('layernorm').innerText(), /Token 5 /);
+  await page.close();
+});
+
+/** The browser's WebGPU adapter on a page of the server, or why there is none. */
+async function webgpuAdapter() {
+  const page = await browser.newPage();
+  await page.goto(`${server.url}/models/index.json`);
+  const adapter = await page.evaluate(async () => {
+    if (!navigator.gpu) return { missing: 'navigator.gpu is undefined' };
+    const found = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+    return found ? { vendor: found.info.vendor, architecture: found.info.architecture, isFallbackAdapter: found.info.isFallbackAdapter } : { missing: 'requestAdapter() returned null' };
+  });
+  await page.close();
+  return adapter;
+}
+
+/** Every canvas of the grid paints its causal triangle; the head's map and the strips are drawn. */
+async function assertViewsDrawn(page, tokens) {
+  const { nLayer, nHead } = engine.info();
+  const canvases = await gridCanvases(page);
+  assert.equal(canvases.length, nLayer * nHead, 'one canvas per layer × head');
+  for (const [i, canvas] of canvases.entries()) {
+    assert.equal(canvas.width, tokens, `canvas ${i} has one pixel per token`);
+    assert.equal(canvas.painted, (tokens * (tokens + 1)) / 2, `canvas ${i} is painted`);
+  }
+  const detailPainted = await page.getByTestId('attention-detail').locator('canvas').first().evaluate((canvas) => {
+    const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+    let painted = 0;
+    for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted++;
+    return painted;
+  });
+  assert.ok(detailPainted > 0, 'the head map is painted');
+  assert.match(await page.getByTestId('layernorm').innerText(), /through the depth/);
+  assert.equal(await page.getByTestId('candidate').count(), 12);
+}
+
+/**
+ * The page's candidates against the package on the CPU (in Node) on the tokens its chips show
+ * (after a step, the text need not encode to them): the same ids, probabilities within 1e-4.
+ */
+async function assertProbabilitiesMatchCpu(page) {
+  const tokens = Uint32Array.from(await chipIds(page), Number);
+  const trace = engine.run(tokens, []);
+  const expected = trace.probs(tokens.length - 1, 1);
+  const top = trace.topK(12);
+  trace.free();
+  const shown = await candidates(page);
+  assert.equal(shown.length, 12);
+  assert.equal(shown[0].id, top[0].id, 'the same most probable token');
+  for (const { id, prob } of shown) assert.ok(Math.abs(prob - expected[id]) <= 1e-4, `token ${id}: ${prob} on the page vs ${expected[id]} on the CPU`);
+  assert.deepEqual(new Set(shown.map(({ id }) => id)), new Set(top.map(({ id }) => id)), 'the same 12 candidates');
+}
+
+test('?backend=webgpu: every view from the GPU, probabilities equal to the CPU, diagnostics name the adapter; the control switches live', async (t) => {
+  const adapter = await webgpuAdapter();
+  if (adapter.missing) return skipOrFail(t, `no WebGPU adapter in Chromium (${adapter.missing})`);
+  const page = await openPage({ prompt: PROMPT, backend: 'webgpu' });
+  const backend = await field(page, 'backend');
+  assert.match(backend, /^WebGPU\n/);
+  assert.match(backend, new RegExp(`WebGPU was asked for: ${adapter.vendor} ${adapter.architecture}`));
+  const described = await field(page, 'adapter');
+  assert.match(described, new RegExp(`^${adapter.vendor} ${adapter.architecture} · ${adapter.isFallbackAdapter ? 'fallback adapter \\(software\\)' : 'hardware adapter'}\n`));
+  assert.match(described, new RegExp(`isFallbackAdapter ${adapter.isFallbackAdapter}`));
+  assert.match(described, /max storage binding \d.* · max buffer \d.* · workgroup storage \d/);
+  assert.match(await field(page, 'threads'), /^1\nsingle-thread: WebGPU was asked for/);
+  const tokens = engine.encode(PROMPT);
+  await assertViewsDrawn(page, tokens.length);
+  await assertProbabilitiesMatchCpu(page);
+  await page.getByTestId('diagnostics').screenshot({ path: `${shots}/webgpu-diagnostics.png` });
+
+  // Step, generate and a clicked candidate, on the GPU.
+  await page.getByTestId('step').click();
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, tokens.length + 1);
+  await page.getByLabel('Tokens to generate').fill('3');
+  await page.getByTestId('generate').click();
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, tokens.length + 4);
+  await page.getByTestId('generate').filter({ hasText: 'Generate' }).waitFor();
+  const first = (await candidates(page))[0];
+  await page.getByTestId('candidate').first().click();
+  await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] .chip:last-child .chip-id')?.textContent === id, String(first.id));
+  const text = await page.getByTestId('prompt').inputValue();
+  await assertViewsDrawn(page, tokens.length + 5);
+  await assertProbabilitiesMatchCpu(page);
+
+  // Live switch to the CPU: the same prompt runs again there; the address follows.
+  await page.getByTestId('backend-select').selectOption('cpu');
+  await page.locator('[data-field=backend]').filter({ hasText: /^CPU\s*the CPU was asked for/ }).waitFor();
+  await page.getByTestId('candidate').first().waitFor();
+  assert.equal(await page.getByTestId('prompt').inputValue(), text);
+  assert.match(page.url(), /backend=cpu/);
+  // The text runs again, so its tokens are the text's encoding (a step's tokens may differ).
+  await assertViewsDrawn(page, (await chipIds(page)).length);
+  await assertProbabilitiesMatchCpu(page);
+  // And back to WebGPU.
+  await page.getByTestId('backend-select').selectOption('webgpu');
+  await page.locator('[data-field=backend]').filter({ hasText: /^WebGPU/ }).waitFor();
+  await page.getByTestId('candidate').first().waitFor();
+  await assertProbabilitiesMatchCpu(page);
+  await page.close();
+});
+
+test('without ?backend the page stays on the CPU on a software adapter and says why', async (t) => {
+  const adapter = await webgpuAdapter();
+  if (adapter.missing) return skipOrFail(t, `no WebGPU adapter in Chromium (${adapter.missing})`);
+  if (!adapter.isFallbackAdapter) return t.skip(`the adapter (${adapter.vendor} ${adapter.architecture}) is hardware: auto takes it`);
+  const page = await openPage({ prompt: 'The' });
+  assert.equal(await page.getByTestId('backend-select').inputValue(), 'auto');
+  const backend = await field(page, 'backend');
+  assert.match(backend, new RegExp(`^CPU\\nthe only WebGPU adapter, ${adapter.vendor} ${adapter.architecture}, is a software fallback adapter: the CPU kernels are faster`));
+  assert.match(await field(page, 'adapter'), new RegExp(`^${adapter.vendor} ${adapter.architecture} · fallback adapter \\(software\\)`));
+  await assertProbabilitiesMatchCpu(page);
   await page.close();
 });
 

@@ -1,7 +1,8 @@
-// One loaded model, running in its own module Worker. A model switch starts a new Worker and
-// keeps the old one until the new model has loaded, so a bad file never costs the model that
-// works; stopping the old Worker then frees all its memory (wasm memory never shrinks).
-import { createWorkerClient, type Backend, type GptlensWorker, type HookName, type ModelFiles, type ModelInfo, type SamplingParams, type WorkerSession, type WorkerTrace } from 'gptlens';
+// One loaded model, running in its own module Worker on the CPU or WebGPU. A model switch (or a
+// backend switch) starts a new Worker and keeps the old one until the new model has loaded, so a
+// bad file, or a GPU that is not there, never costs the model that works; stopping the old Worker
+// then frees all its memory (wasm memory never shrinks).
+import { createWorkerClient, type Backend, type BackendChoice, type BackendInfo, type GptlensWorker, type HookName, type ModelFiles, type ModelInfo, type SamplingParams, type WorkerSession, type WorkerTrace } from 'gptlens';
 import { analyse, viewHooks, type Analysis, type NextToken } from './analysis.ts';
 
 /** Candidates listed in the next-token view. */
@@ -34,11 +35,12 @@ export class Engine {
   }
 
   /**
-   * Starts a Worker and loads `files` into it (their buffers move there); throws what is wrong
-   * with them. `threads` as in the package's `init` (default: one per core).
+   * Starts a Worker and loads `files` into it (their buffers move there) on `backend`; throws
+   * what is wrong with them, or that WebGPU is not there. `threads` as in the package's `init`
+   * (default: one per core; the WebGPU backend runs the single-thread build).
    */
-  static async load(files: ModelFiles, threads: number | undefined): Promise<Engine> {
-    const client = await createWorkerClient(threads === undefined ? {} : { threads });
+  static async load(files: ModelFiles, { threads, backend }: { threads: number | undefined; backend: BackendChoice }): Promise<Engine> {
+    const client = await createWorkerClient(threads === undefined ? { backend } : { threads, backend });
     try {
       const info = await client.load(files, { transfer: true });
       return new Engine(client, info, await client.session());
@@ -48,8 +50,14 @@ export class Engine {
     }
   }
 
+  /** The wasm build the Worker runs (SIMD, threads) and why. */
   get backend(): Backend {
     return this.client.backend();
+  }
+
+  /** CPU or WebGPU, why, and the GPU adapter. */
+  get backendInfo(): BackendInfo {
+    return this.client.backendInfo();
   }
 
   /** Text → token ids; a model without a tokenizer takes ids typed as numbers ("12 7 300"). */

@@ -1,5 +1,7 @@
 // Loading a model: read its bytes with progress, start a new engine on them, and only then
-// replace the current one. A failure leaves the current model in place and says why.
+// replace the current one. A failure leaves the current model in place and says why. Switching
+// the backend (CPU / WebGPU) loads the current model again on the other one.
+import type { BackendChoice } from 'gptlens';
 import { formatBytes } from './dom.ts';
 import { Engine } from './engine.ts';
 import { readSource, type ModelSource } from './model-files.ts';
@@ -16,9 +18,20 @@ export class Loader {
     private readonly threads: number | undefined,
   ) {}
 
+  /**
+   * The current model again, on `backend` (the prompt stays and runs again). When that fails
+   * (no WebGPU), the model stays where it runs and the error says why.
+   */
+  switchBackend(backend: BackendChoice): Promise<void> {
+    const current = this.store.state.model;
+    this.store.set({ backend });
+    return current ? this.load(current.source) : Promise.resolve();
+  }
+
   /** `source` may be a function that throws (a bad file set): that failure is reported like any other. */
   async load(source: ModelSource | (() => ModelSource)): Promise<void> {
     const ticket = ++this.latest;
+    const { backend } = this.store.state;
     let name = 'the model';
     try {
       const resolved = typeof source === 'function' ? source() : source;
@@ -30,20 +43,22 @@ export class Loader {
       const bytes = Object.values(files).reduce((sum, file) => sum + file.byteLength, 0);
       this.store.set({ loading: { label: `Checking and loading ${name} (${formatBytes(bytes)})`, fraction: undefined } });
       const started = performance.now();
-      const engine = await Engine.load(files, this.threads);
+      const engine = await Engine.load(files, { threads: this.threads, backend });
       if (ticket !== this.latest) {
         engine.dispose();
         return;
       }
       const previous = this.store.state.model;
-      this.loaded({ engine, id: resolved.id, name, bytes, loadMs: performance.now() - started });
+      this.loaded({ engine, source: resolved, id: resolved.id, name, bytes, loadMs: performance.now() - started });
       previous?.engine.dispose();
     } catch (error) {
       if (ticket !== this.latest) return;
       const reason = (error instanceof Error ? error.message : String(error)).replace(/\.$/, '');
       const current = this.store.state.model;
-      const kept = current ? ` Still showing ${current.name}.` : '';
-      this.store.set({ loading: undefined, loadError: `Could not load ${name}: ${reason}.${kept}` });
+      const kept = current ? ` Still showing ${current.name}${backend === current.engine.backendInfo.requested ? '' : `, on ${current.engine.backendInfo.backend === 'webgpu' ? 'WebGPU' : 'the CPU'}`}.` : '';
+      // The backend control goes back to what the shown model runs on.
+      const still = current?.engine.backendInfo.requested ?? backend;
+      this.store.set({ loading: undefined, loadError: `Could not load ${name}: ${reason}.${kept}`, backend: still });
     }
   }
 }

@@ -1,5 +1,6 @@
 // Wires the page: state, the live loop, the model loader, and one view per panel.
 import './styles.css';
+import type { BackendChoice } from 'gptlens';
 import { catalogSource } from './model-files.ts';
 import { defaultModel, fetchCatalog } from './catalog.ts';
 import { Live } from './live.ts';
@@ -8,6 +9,7 @@ import { NO_REDRAWS } from './perf.ts';
 import { Store } from './store.ts';
 import { applyTheme, initialTheme } from './theme.ts';
 import { mountAttentionDetail } from './views/attention-detail.ts';
+import { mountBackendPicker } from './views/backend-picker.ts';
 import { mountAttentionGrid } from './views/attention-grid.ts';
 import { mountDiagnostics } from './views/diagnostics.ts';
 import { mountLayerNorm } from './views/layernorm.ts';
@@ -31,8 +33,15 @@ function threadsParameter(): number | undefined {
   const threads = Number(params.get('threads'));
   return Number.isInteger(threads) && threads >= 1 ? threads : undefined;
 }
+/** `?backend=webgpu|cpu|auto` chooses where the model runs (default auto: WebGPU on a hardware GPU). */
+function backendParameter(): BackendChoice {
+  const backend = params.get('backend');
+  return backend === 'cpu' || backend === 'webgpu' ? backend : 'auto';
+}
+
 const store = new Store({
   model: undefined,
+  backend: backendParameter(),
   loading: undefined,
   loadError: undefined,
   prompt: params.get('prompt') ?? DEFAULT_PROMPT,
@@ -66,6 +75,7 @@ store.subscribe((state, changed) => {
 
 const catalog = await fetchCatalog();
 mountModelPicker(panel('model-picker'), panel('status'), store, catalog, loader);
+mountBackendPicker(panel('model-picker'), store, loader);
 mountPrompt(panel('prompt-panel'), store, live);
 mountNextToken(panel('next-panel'), store, live);
 mountAttentionGrid(panel('grid-panel'), store);

@@ -5,10 +5,13 @@ import type { AttentionScale } from './attention-paint.ts';
 import type { Engine } from './engine.ts';
 import type { RedrawStats } from './perf.ts';
 import type { Theme } from './theme.ts';
-import type { SamplingParams } from 'gptlens';
+import type { BackendChoice, SamplingParams } from 'gptlens';
+import type { ModelSource } from './model-files.ts';
 
 export interface LoadedModel {
   engine: Engine;
+  /** Where its bytes came from: a backend switch reads them again. */
+  source: ModelSource;
   /** Catalog id, when the model came from the server's list. */
   id: string | undefined;
   name: string;
@@ -29,6 +32,8 @@ export interface HeadRef {
 
 export interface State {
   model: LoadedModel | undefined;
+  /** The backend asked for: the next load uses it (`?backend=`, or the backend control). */
+  backend: BackendChoice;
   loading: Loading | undefined;
   /** The last load failure, shown until dismissed or the next load. */
   loadError: string | undefined;

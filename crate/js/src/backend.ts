@@ -1,15 +1,21 @@
 // Picks the WebAssembly build for this environment, loads it once, and remembers why it chose it.
 // Both builds use SIMD128. The threaded one (wasm-bindgen-rayon) needs shared memory, which
 // browsers grant only to cross-origin-isolated pages, and blocking waits, which a page's main
-// thread may not do; everywhere else the single-thread build runs.
+// thread may not do; everywhere else the single-thread build runs. Only the single-thread build
+// has WebGPU: asked for it (or for `auto`, with a hardware adapter present), init loads that one.
 import type * as SingleThreadGlue from '../wasm/st/gptlens.js';
+import { isHardware, probeWebGpu } from './gpu.js';
 import type { Backend, InitOptions } from './types.js';
 
 /** `st`: single-thread build; `mt`: threaded build (rayon on Web Workers). */
 type Build = 'st' | 'mt';
 
-/** Either build's wasm-bindgen module: the same classes; the threaded one adds the thread pool. */
-export type Glue = typeof SingleThreadGlue & {
+/**
+ * Either build's wasm-bindgen module: the same classes; the single-thread one adds WebGPU
+ * (`requestGpu`, `Model.useGpu`), the threaded one the thread pool.
+ */
+export type Glue = Omit<typeof SingleThreadGlue, 'requestGpu'> & {
+  requestGpu?: typeof SingleThreadGlue.requestGpu;
   initThreadPool?(threads: number): Promise<unknown>;
 };
 
@@ -66,14 +72,22 @@ const isNode = () => typeof process !== 'undefined' && process.versions?.node !=
 
 const singleThread = (reason: string): Plan => ({ build: 'st', threads: 1, reason: `single-thread: ${reason}` });
 
-function plan({ threads }: InitOptions): Plan {
+async function plan({ threads, backend = 'cpu' }: InitOptions): Promise<Plan> {
   if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1)) {
     throw new RangeError(`threads must be a whole number ≥ 1, not ${threads}`);
+  }
+  if (!['auto', 'cpu', 'webgpu'].includes(backend)) {
+    throw new RangeError(`backend must be 'auto', 'cpu' or 'webgpu', not ${JSON.stringify(backend)}`);
   }
   if (isNode()) {
     return singleThread('Node.js (the threaded build needs browser Web Workers)');
   }
   if (threads === 1) return singleThread('1 thread requested');
+  if (backend === 'webgpu') return singleThread('WebGPU was asked for (the threaded build has no WebGPU)');
+  if (backend === 'auto') {
+    const { adapter } = await probeWebGpu();
+    if (adapter && isHardware(adapter)) return singleThread('a hardware WebGPU adapter is available (the threaded build has no WebGPU)');
+  }
   if (!('WorkerGlobalScope' in globalThis)) {
     return singleThread("running on the page's main thread, which must not block; use createWorkerClient() for threads");
   }
@@ -114,7 +128,7 @@ async function load(options: InitOptions): Promise<Loaded> {
   if (!WebAssembly.validate(SIMD_PROBE)) {
     throw new Error('gptlens needs WebAssembly SIMD128 (Chrome 91, Firefox 89, Safari 16.4, Node 16.4 or later)');
   }
-  let chosen = plan(options);
+  let chosen = await plan(options);
   if (chosen.build === 'mt') {
     try {
       const glue = await start('mt');

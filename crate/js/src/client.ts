@@ -2,8 +2,12 @@
 // Tensors arrive as transferred typed arrays. The worker holds each session and trace until it
 // is closed or released here; garbage collection of the handle does that too, later.
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
-import type { Backend, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+import type { Backend, BackendChoice, BackendInfo, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
+/**
+ * `threads` as in `init`; `backend` is where loaded models run (default `cpu`): `webgpu` (and
+ * `auto` with a hardware adapter) start the worker on the single-thread build, the one with WebGPU.
+ */
 export interface WorkerClientOptions extends InitOptions {
   /**
    * A Worker already running this package's `gptlens/worker` entry, for bundler setups that
@@ -17,7 +21,7 @@ export async function createWorkerClient(options: WorkerClientOptions = {}): Pro
   const { worker, ...init } = options;
   const connection = new Connection(worker ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }));
   try {
-    return new GptlensWorker(connection, await connection.call('init', init));
+    return new GptlensWorker(connection, await connection.call('init', init), init.backend ?? 'cpu');
   } catch (error) {
     connection.terminate();
     throw error;
@@ -74,10 +78,13 @@ class Connection {
 }
 
 export class GptlensWorker {
+  private placed: BackendInfo | undefined;
+
   /** @internal use createWorkerClient() */
   constructor(
     private readonly connection: Connection,
     private readonly running: Backend,
+    private readonly requested: BackendChoice,
   ) {}
 
   /** Which build the worker runs and why. */
@@ -85,13 +92,28 @@ export class GptlensWorker {
     return this.running;
   }
 
+  /** Where the loaded model runs (`cpu` or `webgpu`), why, and the GPU adapter; throws before `load`. */
+  backendInfo(): BackendInfo {
+    if (!this.placed) throw new Error('no model loaded: call load() first');
+    return this.placed;
+  }
+
   /**
-   * Loads a checkpoint, replacing any previous model (its sessions and traces become invalid).
-   * `transfer: true` moves the file buffers to the worker instead of copying them (they become
-   * unusable here): worth it for large models.
+   * Loads a checkpoint, replacing any previous model (its sessions and traces become invalid),
+   * on the client's backend or `backend`. Rejects, keeping the previous model, when the files are
+   * bad or `webgpu` is not there. `transfer: true` moves the file buffers to the worker instead
+   * of copying them (they become unusable here): worth it for large models.
    */
-  load(files: ModelFiles, { transfer = false } = {}): Promise<ModelInfo> {
-    return this.connection.request('load', [files], transfer ? transferables(files) : []);
+  async load(files: ModelFiles, { transfer = false, backend = this.requested }: { transfer?: boolean; backend?: BackendChoice } = {}): Promise<ModelInfo> {
+    const loaded = await this.connection.request('load', [files, backend], transfer ? transferables(files) : []);
+    this.placed = loaded.backend;
+    return loaded.info;
+  }
+
+  /** Moves the loaded model to another backend; sessions opened afterwards run there. */
+  async useBackend(backend: BackendChoice): Promise<BackendInfo> {
+    this.placed = await this.connection.call('useBackend', backend);
+    return this.placed;
   }
 
   info(): Promise<ModelInfo> {

@@ -1,19 +1,64 @@
 // Wrappers over the wasm-bindgen classes: the same methods, typed with this package's names
 // (hook names as `HookName`, not any string), and usable whichever build init() loaded. Each
 // wrapper owns its wasm object; `free()` releases its memory now instead of at garbage collection.
+// A model runs on the CPU or on WebGPU (`Model.load(files, { backend })`); a WebGPU session
+// answers only through the async methods (`runAsync`, `stepAsync`, `sampleNextAsync`), which work
+// on the CPU too.
 import { glue, type Glue } from './backend.js';
-import type { HookName, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+import { selectBackend } from './gpu.js';
+import type { BackendChoice, BackendInfo, HookName, LoadOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
 type RawModel = Glue['Model']['prototype'];
 type RawSession = Glue['Session']['prototype'];
 type RawTrace = Glue['Trace']['prototype'];
 
+const ON_CPU: BackendInfo = { backend: 'cpu', requested: 'cpu', reason: 'cpu: the CPU was asked for' };
+
 export class Model {
+  private running: BackendInfo = ON_CPU;
+
   private constructor(private readonly raw: RawModel) {}
 
-  /** Parses and validates a checkpoint; throws an Error saying what is wrong with the files. Needs `init()`. */
-  static load(files: ModelFiles): Model {
-    return new Model(glue().Model.load(files));
+  /**
+   * Parses and validates a checkpoint; throws an Error saying what is wrong with the files. Needs
+   * `init()`. Without options the model runs on the CPU and this returns it at once; with
+   * `{ backend }` it returns a Promise that resolves once the weights are where they run
+   * (`backendInfo()` says where and why) and rejects when `webgpu` was asked for and is not there.
+   */
+  static load(files: ModelFiles): Model;
+  static load(files: ModelFiles, options: LoadOptions): Promise<Model>;
+  static load(files: ModelFiles, options?: LoadOptions): Model | Promise<Model> {
+    const model = new Model(glue().Model.load(files));
+    if (options === undefined) return model;
+    return model.useBackend(options.backend ?? 'cpu').then(
+      () => model,
+      (error: unknown) => {
+        model.free();
+        throw error;
+      },
+    );
+  }
+
+  /**
+   * Moves the model to another backend; sessions made afterwards run there, earlier ones stay
+   * where they were. On failure (`webgpu` without an adapter) the model stays where it was.
+   */
+  async useBackend(backend: BackendChoice): Promise<BackendInfo> {
+    if (!['auto', 'cpu', 'webgpu'].includes(backend)) {
+      throw new RangeError(`backend must be 'auto', 'cpu' or 'webgpu', not ${JSON.stringify(backend)}`);
+    }
+    this.running = await selectBackend(glue(), this.raw, backend);
+    return this.running;
+  }
+
+  /** Where new sessions and runs go: `cpu` or `webgpu`. */
+  backend(): 'cpu' | 'webgpu' {
+    return this.raw.backend() as 'cpu' | 'webgpu';
+  }
+
+  /** The backend, what was asked for, the reason for the choice, and the GPU adapter. */
+  backendInfo(): BackendInfo {
+    return this.running;
   }
 
   info(): ModelInfo {
@@ -39,9 +84,17 @@ export class Model {
     return this.raw.tokenStrings(ids);
   }
 
-  /** A fresh forward pass. `capture`: hooks to record; every hook when omitted, none for `[]`. */
+  /**
+   * A fresh forward pass. `capture`: hooks to record; every hook when omitted, none for `[]`.
+   * CPU only: on WebGPU use `runAsync`.
+   */
   run(tokens: Uint32Array, capture?: readonly HookName[]): Trace {
-    return new Trace(this.raw.run(tokens, capture === undefined ? undefined : [...capture]));
+    return new Trace(this.raw.run(tokens, hooks(capture)));
+  }
+
+  /** `run` on either backend. */
+  async runAsync(tokens: Uint32Array, capture?: readonly HookName[]): Promise<Trace> {
+    return new Trace(await this.raw.runAsync(tokens, hooks(capture)));
   }
 
   /** A session keeps the KV cache between runs, so a run sharing a prefix with the last one computes only the rest. */
@@ -58,14 +111,30 @@ export class Session {
   /** @internal */
   constructor(private readonly raw: RawSession) {}
 
-  /** Runs `tokens`, reusing the longest prefix shared with this session's previous tokens. */
+  /**
+   * Runs `tokens`, reusing the longest prefix shared with this session's previous tokens. CPU
+   * only: a WebGPU session runs through `runAsync`.
+   */
   run(tokens: Uint32Array, capture?: readonly HookName[]): Trace {
-    return new Trace(this.raw.run(tokens, capture === undefined ? undefined : [...capture]));
+    return new Trace(this.raw.run(tokens, hooks(capture)));
   }
 
-  /** Appends one token (a decode step), recording the hooks of the last run. */
+  /**
+   * `run` on either backend. One call at a time: a call made before the previous async one has
+   * settled throws (or rejects) with a "busy" Error.
+   */
+  async runAsync(tokens: Uint32Array, capture?: readonly HookName[]): Promise<Trace> {
+    return new Trace(await this.raw.runAsync(tokens, hooks(capture)));
+  }
+
+  /** Appends one token (a decode step), recording the hooks of the last run. CPU only. */
   step(token: number): void {
     this.raw.step(token);
+  }
+
+  /** `step` on either backend. */
+  stepAsync(token: number): Promise<void> {
+    return this.raw.stepAsync(token);
   }
 
   /**
@@ -74,6 +143,16 @@ export class Session {
    */
   sampleNext(params: SamplingParams, seed?: number): number {
     return this.raw.sampleNext(params, seed);
+  }
+
+  /** `sampleNext` on either backend. */
+  sampleNextAsync(params: SamplingParams, seed?: number): Promise<number> {
+    return this.raw.sampleNextAsync(params, seed);
+  }
+
+  /** Where this session runs: `cpu` or `webgpu`. */
+  backend(): 'cpu' | 'webgpu' {
+    return this.raw.backend() as 'cpu' | 'webgpu';
   }
 
   tokens(): Uint32Array {
@@ -136,4 +215,9 @@ export class Trace {
   free(): void {
     this.raw.free();
   }
+}
+
+/** A copy JS may keep (the glue takes a mutable array), or `undefined` for every hook. */
+function hooks(capture: readonly HookName[] | undefined): string[] | undefined {
+  return capture === undefined ? undefined : [...capture];
 }

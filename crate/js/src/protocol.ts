@@ -1,7 +1,7 @@
 // The messages between GptlensWorker (page side) and worker.ts (the engine's module Worker).
 // One table lists every operation with its arguments and result; the request and response
 // unions are derived from it, so both sides are checked against the same definition.
-import type { Backend, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+import type { Backend, BackendChoice, BackendInfo, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
 /** A trace as it crosses to the page: its tensors are transferred, the worker keeps the rest under `id`. */
 export interface TraceData {
@@ -17,7 +17,8 @@ type Capture = HookName[] | undefined;
 
 export interface Operations {
   init: { args: [options: InitOptions]; result: Backend };
-  load: { args: [files: ModelFiles]; result: ModelInfo };
+  load: { args: [files: ModelFiles, backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } };
+  useBackend: { args: [backend: BackendChoice]; result: BackendInfo };
   info: { args: []; result: ModelInfo };
   chatPrompt: { args: [userText: string]; result: string };
   encode: { args: [text: string]; result: Uint32Array };

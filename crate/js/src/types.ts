@@ -1,5 +1,9 @@
-// The plain data of the public API. They match the records the wasm bindings declare
-// (crate/src/bindings), with hook names narrowed from `string` to `HookName`.
+// The plain data of the public API. The engine's records are declared once, in the wasm
+// bindings (crate/src/bindings/mod.rs, TYPES); this file re-exports them, with hook names narrowed
+// from `string` to `HookName`, and declares what only this package makes.
+import type { AdapterInfo, ModelInfo as EngineModelInfo } from '../wasm/st/gptlens.js';
+
+export type { AdapterInfo };
 
 /** A TransformerLens-style hook name (see `ModelInfo.hooks` for the ones a given model offers). */
 export type HookName =
@@ -15,29 +19,42 @@ export interface Tensor {
   data: Float32Array;
 }
 
-export interface ModelInfo {
-  architecture: string;
-  nLayer: number;
-  nHead: number;
-  /** Key/value heads: fewer than `nHead` under grouped-query attention (LLaMA). */
-  nKvHead: number;
-  dModel: number;
-  dFf: number;
-  vocabSize: number;
-  /** Longest token sequence the model accepts (`n_positions`). */
-  contextLength: number;
-  nParams: number;
-  /** Bytes the weights occupy in memory (quantized weights stay quantized). */
-  memoryBytes: number;
-  /** False when the checkpoint had no tokenizer files: use token ids then. */
-  hasTokenizer: boolean;
-  /** True when `chatPrompt` can wrap text in the model's chat template (e.g. ChatML). */
-  hasChatTemplate: boolean;
-  /** The token that ends a sequence: generation should stop there. */
-  eosTokenId?: number;
-  bosTokenId?: number;
+/** Hyperparameters, size and hooks of a model (declared with the engine's records in crate/src/bindings). */
+export interface ModelInfo extends Omit<EngineModelInfo, 'hooks'> {
   /** Every hook this model can capture, layer by layer. */
   hooks: HookName[];
+}
+
+/** Where a model's forward passes run. `auto`: WebGPU on a hardware adapter, else the CPU. */
+export type BackendChoice = 'auto' | 'cpu' | 'webgpu';
+
+/**
+ * A GPU adapter: the engine's `AdapterInfo` (its limits are the device's: the adapter's own, not
+ * WebGPU's defaults) completed with what the browser's `GPUAdapterInfo` says.
+ */
+export interface GpuAdapterInfo extends AdapterInfo {
+  /** The browser's vendor name, e.g. "google", "nvidia", "apple". */
+  vendor: string;
+  /** The browser's architecture name, e.g. "swiftshader", "ampere", "common-3". */
+  architecture: string;
+  /** The browser's `isFallbackAdapter`: a software implementation such as SwiftShader. */
+  isFallbackAdapter: boolean;
+}
+
+/** Which backend a model runs on, and why. */
+export interface BackendInfo {
+  backend: 'cpu' | 'webgpu';
+  /** What was asked for at load. */
+  requested: BackendChoice;
+  /** One sentence, e.g. "cpu: the only WebGPU adapter (google swiftshader) is a software fallback…". */
+  reason: string;
+  /** The adapter WebGPU offered, also when `auto` declined it; absent when there was none. */
+  adapter?: GpuAdapterInfo;
+}
+
+export interface LoadOptions {
+  /** Default `cpu` (what the synchronous `Model.load(files)` does). */
+  backend?: BackendChoice;
 }
 
 /** `temperature: 0` is greedy. `topK` / `topP` restrict sampling to the most probable tokens. */
@@ -71,4 +88,10 @@ export interface InitOptions {
    * that is not cross-origin isolated); `backend().reason` then says so.
    */
   threads?: number;
+  /**
+   * The backend models will be loaded with. Only the single-thread build has WebGPU, so `webgpu`
+   * loads it, and so does `auto` when WebGPU offers a hardware adapter. Default `cpu`: the build
+   * is chosen for the CPU alone.
+   */
+  backend?: BackendChoice;
 }

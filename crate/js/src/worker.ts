@@ -1,5 +1,7 @@
 // The engine's module Worker: owns the wasm instance (and, in the threaded build, rayon's pool,
-// whose waits would freeze a page's main thread). Requests run one at a time, in arrival order.
+// whose waits would freeze a page's main thread; in the single-thread build, the WebGPU device).
+// Requests run one at a time, in arrival order, through the async methods that work on both
+// backends.
 import { init } from './backend.js';
 import { Model, Session, Trace } from './model.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
@@ -48,26 +50,27 @@ type Handlers = { [K in Operation]: (...args: Args<K>) => Result<K> | Promise<Re
 const handlers: Handlers = {
   init: (options) => init(options),
   // Parse first, swap after: a file that fails to load leaves the current model in place.
-  load: (files) => {
-    const next = Model.load(files);
+  load: async (files, backend) => {
+    const next = await Model.load(files, { backend });
     forgetModel();
     model = next;
-    return model.info();
+    return { info: model.info(), backend: model.backendInfo() };
   },
+  useBackend: (backend) => loadedModel().useBackend(backend),
   info: () => loadedModel().info(),
   chatPrompt: (userText) => loadedModel().chatPrompt(userText),
   encode: (text) => loadedModel().encode(text),
   decode: (ids) => loadedModel().decode(ids),
   tokenStrings: (ids) => loadedModel().tokenStrings(ids),
-  run: (tokens, capture) => share(loadedModel().run(tokens, capture)),
+  run: async (tokens, capture) => share(await loadedModel().runAsync(tokens, capture)),
   openSession: () => {
     const id = nextId++;
     sessions.set(id, loadedModel().session());
     return id;
   },
-  sessionRun: (session, tokens, capture) => share(found(sessions, session, 'session').run(tokens, capture)),
-  sessionStep: (session, token) => found(sessions, session, 'session').step(token),
-  sessionSampleNext: (session, params, seed) => found(sessions, session, 'session').sampleNext(params, seed),
+  sessionRun: async (session, tokens, capture) => share(await found(sessions, session, 'session').runAsync(tokens, capture)),
+  sessionStep: (session, token) => found(sessions, session, 'session').stepAsync(token),
+  sessionSampleNext: (session, params, seed) => found(sessions, session, 'session').sampleNextAsync(params, seed),
   sessionTokens: (session) => found(sessions, session, 'session').tokens(),
   sessionLastLogits: (session) => found(sessions, session, 'session').lastLogits(),
   sessionReset: (session) => found(sessions, session, 'session').reset(),

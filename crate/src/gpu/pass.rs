@@ -56,6 +56,13 @@ impl GpuModel {
     pub fn weight_bytes(&self) -> u64 {
         self.weights.bytes
     }
+
+    /// The most pieces any matrix was split into to fit the device's bindings (1: none split).
+    pub fn largest_piece_count(&self) -> usize {
+        let w = &self.weights;
+        let layers = w.layers.iter().flat_map(|l| l.attn_qkv.iter().chain([&l.attn_output, &l.ffn_up, &l.ffn_down]).chain(&l.ffn_gate));
+        layers.map(|lin| lin.weight.pieces.len()).chain([w.output.pieces.len()]).max().unwrap_or(1)
+    }
 }
 
 /// Which activation a dispatch reads or writes.

@@ -1,9 +1,21 @@
-// How the engine runs here: which wasm build and why, isolation, the model, and the timings of
-// the latest redraw (keystroke → views painted, with the forward pass and the drawing in it).
+// How the engine runs here: CPU or WebGPU and why, the GPU adapter, which wasm build and why,
+// isolation, the model, and the timings of the latest redraw (keystroke → views painted, with the
+// forward pass and the drawing in it).
+import type { GpuAdapterInfo } from 'gptlens';
 import { formatBytes, formatCount, formatMs, h } from '../dom.ts';
 import { touched, type State, type Store } from '../store.ts';
 
-const webgpu = 'gpu' in navigator ? 'available in this browser (the engine runs on the CPU)' : 'not available in this browser';
+/** "google swiftshader · fallback (software)", and its key limits. */
+function describeAdapter(adapter: GpuAdapterInfo): [string, string] {
+  const maker = [adapter.vendor, adapter.architecture].filter((word) => word && word !== 'unknown').join(' ') || adapter.name || 'unnamed adapter';
+  const kind = adapter.isFallbackAdapter ? 'fallback adapter (software)' : adapter.isSoftware ? 'software adapter' : 'hardware adapter';
+  const limits = [
+    `max storage binding ${formatBytes(adapter.maxStorageBufferBindingSize)}`,
+    `max buffer ${formatBytes(adapter.maxBufferSize)}`,
+    `workgroup storage ${formatBytes(adapter.maxComputeWorkgroupStorageSize)}`,
+  ].join(' · ');
+  return [`${maker} · ${kind}`, `${adapter.name && maker !== adapter.name ? `${adapter.name} · ` : ''}isFallbackAdapter ${adapter.isFallbackAdapter} · ${limits}`];
+}
 
 export function mountDiagnostics(root: HTMLElement, store: Store): void {
   const list = h('dl', { class: 'facts' });
@@ -18,11 +30,14 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
     const { model, redraw } = state;
     const rows = [
       fact('isolation', 'cross-origin isolated', crossOriginIsolated ? 'yes' : 'no', crossOriginIsolated ? undefined : 'threads need COOP/COEP headers'),
-      fact('webgpu', 'WebGPU', webgpu),
     ];
+    if (!model) rows.push(fact('adapter', 'GPU adapter', 'gpu' in navigator ? 'not asked yet' : 'none: this browser has no WebGPU'));
     if (model) {
-      const { backend, info } = model.engine;
+      const { backend, backendInfo, info } = model.engine;
+      const adapter = backendInfo.adapter ? describeAdapter(backendInfo.adapter) : (['none', 'gpu' in navigator ? 'WebGPU offered no adapter' : 'this browser has no WebGPU'] as const);
       rows.unshift(
+        fact('backend', 'backend', backendInfo.backend === 'webgpu' ? 'WebGPU' : 'CPU', backendInfo.reason.replace(/^(cpu|webgpu): /, '')),
+        fact('adapter', 'GPU adapter', adapter[0], adapter[1]),
         fact('simd', 'SIMD128', backend.simd ? 'yes' : 'no'),
         fact('threads', 'threads', String(backend.threads), backend.reason),
       );

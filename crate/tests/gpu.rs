@@ -231,8 +231,7 @@ fn matrices_larger_than_a_binding_are_split() {
     let mut limits = full.gpu.limits.clone();
     // 4 KiB binds a few dozen rows of the head (a row per vocabulary entry) and of the MLP.
     limits.max_storage_buffer_binding_size = 4096;
-    let small = gptlens::gpu::Gpu { device: full.gpu.device.clone(), queue: full.gpu.queue.clone(), adapter: full.gpu.adapter.clone(), limits };
-    let model = gptlens::gpu::GpuModel::new(Arc::new(small), ckpt.model.clone()).unwrap();
+    let model = gptlens::gpu::GpuModel::new(Arc::new(full.gpu.with_limits(limits)), ckpt.model.clone()).unwrap();
     assert!(model.largest_piece_count() > 1, "the test must split a matrix");
     let backend = Backend::Gpu(Arc::new(model));
     let reference = reference("llama-tiny-q");

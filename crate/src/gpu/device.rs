@@ -2,6 +2,8 @@
 //! browser call [`Gpu::request`] (or hand in a device of their own with [`Gpu::from_device`]);
 //! everything else only uses the [`Gpu`] it is given.
 
+use std::sync::{Arc, Mutex};
+
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -14,6 +16,10 @@ pub struct Gpu {
     /// The limits the device was created with: the adapter's own, not WebGPU's defaults, so that
     /// a vocabulary-sized matrix fits in one binding wherever the hardware allows it.
     pub limits: wgpu::Limits,
+    /// Errors wgpu reports outside an error scope (a shader a driver rejects, a lost device), kept
+    /// to be returned as [`Error::Gpu`] by the next call that checks, instead of wgpu's default
+    /// of panicking.
+    errors: Arc<Mutex<Vec<String>>>,
 }
 
 /// What a person needs to judge an adapter: who made it, whether it is software, its key limits.
@@ -79,7 +85,26 @@ impl Gpu {
             max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
             max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
         };
-        Gpu { device, queue, adapter, limits }
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&errors);
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut errors) = sink.lock() {
+                errors.push(e.to_string());
+            }
+        }));
+        Gpu { device, queue, adapter, limits, errors }
+    }
+
+    /// The same device, pretending to have other limits (tests of how the engine fits them).
+    pub fn with_limits(&self, limits: wgpu::Limits) -> Gpu {
+        Gpu { device: self.device.clone(), queue: self.queue.clone(), adapter: self.adapter.clone(), limits, errors: Arc::clone(&self.errors) }
+    }
+
+    /// The first error wgpu reported since the last check, as an [`Error::Gpu`].
+    pub(crate) fn check(&self) -> Result<()> {
+        let mut errors = self.errors.lock().map_err(|_| Error::Gpu("the GPU error log was poisoned".into()))?;
+        let first = errors.drain(..).next();
+        first.map_or(Ok(()), |e| Err(Error::Gpu(e)))
     }
 
     /// Blocks until the queue's work is done (natively; the browser resolves mappings itself).

@@ -49,6 +49,8 @@ impl GpuModel {
         ]);
         let pipelines = Pipelines::new(&gpu.device, kernels);
         let zeros = storage(&gpu.device, "zeros", 16);
+        // A driver that rejects a kernel, or an allocation that failed, shows up here.
+        gpu.check()?;
         Ok(GpuModel { gpu, model, weights, pipelines, zeros })
     }
 
@@ -214,6 +216,7 @@ impl GpuPass {
             model,
         };
         pass.plan()?;
+        pass.model.gpu.check()?;
         Ok(pass)
     }
 
@@ -553,7 +556,9 @@ impl GpuPass {
             at += floats(r.floats);
         }
         queue.submit([encoder.finish()]);
-        let bytes = gm.gpu.read(&self.staging, total).await?;
+        let bytes = gm.gpu.read(&self.staging, total).await;
+        gm.gpu.check()?;
+        let bytes = bytes?;
         if let Some((readable, size)) = timestamps {
             let ticks = gm.gpu.read(&readable, size).await?;
             let ticks: Vec<u64> = ticks.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())).collect();

@@ -37,7 +37,9 @@ pub enum Kernel {
 impl Kernel {
     fn source(self) -> String {
         match self {
-            Kernel::Matmul(format) => format!("{}\n{}", format.wgsl(), include_str!("matmul.wgsl")),
+            Kernel::Matmul(format) => {
+                format!("{}\n{}\n{}", include_str!("formats/half.wgsl"), format.wgsl(), include_str!("matmul.wgsl"))
+            }
             Kernel::Norm | Kernel::ResidNorm => include_str!("norm.wgsl").into(),
             Kernel::Rope => include_str!("rope.wgsl").into(),
             Kernel::Attention => include_str!("attention.wgsl").into(),

@@ -17,17 +17,6 @@ fn q4k_byte(sb: u32, i: u32) -> u32 {
     return (w[sb + i / 4u] >> (8u * (i % 4u))) & 0xFFu;
 }
 
-// The f16 in the low 16 bits of h, exactly; subnormals are decoded by hand because a GPU may
-// flush them to zero in unpack2x16float (real models have tiny dmin values).
-fn q4k_f16(h: u32) -> f32 {
-    let bits = h & 0xFFFFu;
-    if ((bits & 0x7C00u) == 0u) {
-        let mag = f32(bits & 0x3FFu) * 5.9604644775390625e-8; // mantissa * 2^-24, exact
-        return select(mag, -mag, (bits & 0x8000u) != 0u);
-    }
-    return unpack2x16float(bits).x;
-}
-
 // Scale (x) and min (y) of sub-block j (0..7); the 12 packed bytes start at byte 4.
 fn q4k_scale_min(sb: u32, j: u32) -> vec2<u32> {
     if (j < 4u) {
@@ -43,8 +32,8 @@ fn decode_unit(base: u32, u: u32, cols: u32) -> array<f32, 32> {
     let sb = base + (u / 8u) * SUPER_WORDS;
     let s = u % 8u;
     let dw = w[sb];
-    let d = q4k_f16(dw);
-    let dmin = q4k_f16(dw >> 16u);
+    let d = f16_to_f32(dw);
+    let dmin = f16_to_f32(dw >> 16u);
     let sm = q4k_scale_min(sb, s);
     let dl = d * f32(sm.x);
     let ml = dmin * f32(sm.y);

@@ -19,17 +19,6 @@ fn q6k_byte(sb: u32, i: u32) -> u32 {
     return (w[sb + i / 4u] >> (8u * (i % 4u))) & 0xFFu;
 }
 
-// The f16 in the low 16 bits of h, exactly; subnormals are decoded by hand because a GPU may
-// flush them to zero in unpack2x16float.
-fn q6k_f16(h: u32) -> f32 {
-    let bits = h & 0xFFFFu;
-    if ((bits & 0x7C00u) == 0u) {
-        let mag = f32(bits & 0x3FFu) * 5.9604644775390625e-8; // mantissa * 2^-24, exact
-        return select(mag, -mag, (bits & 0x8000u) != 0u);
-    }
-    return unpack2x16float(bits).x;
-}
-
 // The i8 scale at byte i, as f32.
 fn q6k_scale(sb: u32, i: u32) -> f32 {
     return f32(bitcast<i32>(q6k_byte(sb, i) << 24u) >> 24u);
@@ -40,7 +29,7 @@ fn decode_unit(base: u32, u: u32, cols: u32) -> array<f32, 32> {
     let s = u % 8u;
     let hf = s / 4u;
     let k = s % 4u;
-    let d = q6k_f16(w[sb + 52u]); // byte 208
+    let d = f16_to_f32(w[sb + 52u]); // byte 208
     let sc0 = d * q6k_scale(sb, 192u + 8u * hf + 2u * k);       // l = 0..15
     let sc1 = d * q6k_scale(sb, 192u + 8u * hf + 2u * k + 1u);  // l = 16..31
     let ql = sb + 16u * hf + 8u * (k % 2u); // byte 64*half + 32*(k%2)

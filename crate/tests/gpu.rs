@@ -8,12 +8,12 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{check_against_pytorch, ids, load, max_abs_diff, reference};
+use common::{assert_traces_agree, check_against_pytorch, ids, load, max_abs_diff, reference};
 use gptlens::backend::{select, BackendChoice};
 use gptlens::gpu::GPU_CHUNK;
 use gptlens::model::{Arch, Config, Rope, RopePairing, Weights};
 use gptlens::sample::{Sampler, SamplingParams};
-use gptlens::{Backend, CaptureSpec, Model, Session, Trace};
+use gptlens::{Backend, CaptureSpec, Model, Session};
 
 /// The model on the GPU, or `None` (with the reason printed) when there is no adapter and none is
 /// required.
@@ -84,17 +84,6 @@ fn assert_close(what: &str, a: &[f32], b: &[f32], tolerance: f32) {
     assert!(d <= tolerance, "{what} differs by {d:e} (tolerance {tolerance:e})");
 }
 
-fn assert_traces_agree(a: &Trace, b: &Trace, tolerance: f32) {
-    assert_eq!(a.tokens, b.tokens);
-    assert_eq!(a.names().collect::<Vec<_>>(), b.names().collect::<Vec<_>>());
-    for name in a.names() {
-        let (x, y) = (a.get(name).unwrap(), b.get(name).unwrap());
-        assert_eq!(x.shape, y.shape, "{name}");
-        assert_close(name, &x.data, &y.data, tolerance);
-    }
-    assert_close("last logits", &a.last_logits, &b.last_logits, tolerance);
-}
-
 /// A model whose context is longer than a GPU pass, so that a prompt runs as several passes; LLaMA
 /// style (RoPE, grouped KV heads, SwiGLU) to cover the most kernels.
 fn long_context_model() -> Arc<Model> {
@@ -130,7 +119,7 @@ fn gpu_sessions_reuse_prefixes_step_and_chunk_like_a_full_recompute() {
     // A prompt of more than one pass.
     let whole = gpu.run(&tokens, &spec).unwrap();
     assert_eq!(whole.computed, tokens.len());
-    assert_traces_agree(&whole, &cpu_whole, 1e-4);
+    assert_traces_agree("a multi-pass prompt, GPU vs CPU", &whole, &cpu_whole, 1e-4);
 
     // Editing near the end recomputes only the suffix and agrees with a fresh run.
     let mut edited = tokens.clone();
@@ -138,7 +127,7 @@ fn gpu_sessions_reuse_prefixes_step_and_chunk_like_a_full_recompute() {
     let reused = gpu.run(&edited, &spec).unwrap();
     assert_eq!(reused.computed, 5);
     let fresh = Session::with_backend(model.clone(), &backend).unwrap().run(&edited, &spec).unwrap();
-    assert_traces_agree(&reused, &fresh, 1e-5);
+    assert_traces_agree("prefix reuse", &reused, &fresh, 1e-5);
 
     // Token by token from a short prompt: the same as running everything at once.
     let short = &tokens[..30];
@@ -150,7 +139,7 @@ fn gpu_sessions_reuse_prefixes_step_and_chunk_like_a_full_recompute() {
     let stepped_trace = stepped.run(short, &spec).unwrap();
     assert_eq!(stepped_trace.computed, 0, "the stepped tokens are all cached");
     let at_once = Session::with_backend(model.clone(), &backend).unwrap().run(short, &spec).unwrap();
-    assert_traces_agree(&stepped_trace, &at_once, 1e-5);
+    assert_traces_agree("steps", &stepped_trace, &at_once, 1e-5);
 
     // Capture off: only the last logits come back, and they are the same.
     let mut bare = Session::with_backend(model.clone(), &backend).unwrap();

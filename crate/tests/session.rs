@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{load, max_abs_diff};
+use common::{assert_traces_agree, load};
 use gptlens::model::{Arch, Config, Weights};
 use gptlens::{CaptureSpec, Model, Session, Trace};
 
@@ -16,18 +16,6 @@ fn fixture_model() -> Arc<Model> {
 
 fn prompt(n: usize, seed: u32) -> Vec<u32> {
     (0..n as u32).map(|i| (i * 37 + seed * 101 + 5) % 513).collect()
-}
-
-fn assert_traces_agree(a: &Trace, b: &Trace, tolerance: f32) {
-    assert_eq!(a.tokens, b.tokens);
-    assert_eq!(a.names().collect::<Vec<_>>(), b.names().collect::<Vec<_>>());
-    for name in a.names() {
-        let (x, y) = (a.get(name).unwrap(), b.get(name).unwrap());
-        assert_eq!(x.shape, y.shape, "{name}");
-        let d = max_abs_diff(&x.data, &y.data);
-        assert!(d <= tolerance, "{name} differs by {d:e}");
-    }
-    assert!(max_abs_diff(&a.last_logits, &b.last_logits) <= tolerance);
 }
 
 fn fresh_run(model: &Arc<Model>, tokens: &[u32], spec: &CaptureSpec) -> Trace {
@@ -47,20 +35,20 @@ fn prefix_reuse_recomputes_only_the_suffix_and_agrees_with_a_full_run() {
     longer.extend([7, 8, 9]);
     let reused = session.run(&longer, &spec).unwrap();
     assert_eq!(reused.computed, 3);
-    assert_traces_agree(&reused, &fresh_run(&model, &longer, &spec), 1e-5);
+    assert_traces_agree("session", &reused, &fresh_run(&model, &longer, &spec), 1e-5);
 
     // Editing in the middle: everything from the edit on runs again.
     let mut edited = longer.clone();
     edited[12] = 300;
     let after_edit = session.run(&edited, &spec).unwrap();
     assert_eq!(after_edit.computed, edited.len() - 12);
-    assert_traces_agree(&after_edit, &fresh_run(&model, &edited, &spec), 1e-5);
+    assert_traces_agree("session", &after_edit, &fresh_run(&model, &edited, &spec), 1e-5);
 
     // Deleting back to a prefix: the last token reruns to predict the next one.
     let shorter = &edited[..10];
     let back = session.run(shorter, &spec).unwrap();
     assert_eq!(back.computed, 1);
-    assert_traces_agree(&back, &fresh_run(&model, shorter, &spec), 1e-5);
+    assert_traces_agree("session", &back, &fresh_run(&model, shorter, &spec), 1e-5);
 
     // Same sequence again: nothing to compute.
     assert_eq!(session.run(shorter, &spec).unwrap().computed, 0);
@@ -78,7 +66,7 @@ fn stepping_one_token_at_a_time_agrees_with_a_full_run() {
     }
     let incremental = session.run(&tokens, &spec).unwrap();
     assert_eq!(incremental.computed, 0);
-    assert_traces_agree(&incremental, &fresh_run(&model, &tokens, &spec), 1e-5);
+    assert_traces_agree("session", &incremental, &fresh_run(&model, &tokens, &spec), 1e-5);
 }
 
 #[test]
@@ -90,7 +78,7 @@ fn asking_for_more_hooks_than_were_cached_recomputes() {
     let all = CaptureSpec::all(&model.config);
     let trace = session.run(&tokens, &all).unwrap();
     assert_eq!(trace.computed, 12);
-    assert_traces_agree(&trace, &fresh_run(&model, &tokens, &all), 0.0);
+    assert_traces_agree("session", &trace, &fresh_run(&model, &tokens, &all), 0.0);
     // Narrowing keeps the cache.
     let narrow = CaptureSpec::from_names(&["blocks.1.attn.hook_pattern"], &model.config).unwrap();
     let narrowed = session.run(&tokens, &narrow).unwrap();
@@ -130,7 +118,7 @@ fn runs_are_deterministic_and_finite_in_every_row() {
     // 64 is the model's whole context: this also crosses the forward pass's chunk boundary.
     let tokens = prompt(64, 5);
     let (a, b) = (fresh_run(&model, &tokens, &spec), fresh_run(&model, &tokens, &spec));
-    assert_traces_agree(&a, &b, 0.0);
+    assert_traces_agree("session", &a, &b, 0.0);
     for name in a.names() {
         assert!(a.get(name).unwrap().data.iter().all(|x| x.is_finite()), "{name}");
     }
@@ -169,5 +157,5 @@ fn chunked_prefill_agrees_with_token_by_token() {
     for &t in &tokens[1..] {
         session.step(t).unwrap();
     }
-    assert_traces_agree(&session.run(&tokens, &spec).unwrap(), &whole, 1e-5);
+    assert_traces_agree("session", &session.run(&tokens, &spec).unwrap(), &whole, 1e-5);
 }

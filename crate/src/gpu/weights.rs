@@ -1,5 +1,5 @@
 //! A model's weights on a device: every matrix in its own storage format (quantized blocks stay
-//! blocks: [`Format`]), vectors as f32, each tensor its own buffer. A matrix larger than the
+//! blocks: [`GpuFormat`]), vectors as f32, each tensor its own buffer. A matrix larger than the
 //! device's largest storage binding is split into pieces of whole rows, each multiplied by its own
 //! dispatch into its own range of outputs.
 //!
@@ -12,115 +12,90 @@ use wgpu::util::DeviceExt;
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::kernels::packed::PackedType;
 use crate::kernels::quant::GgmlType;
 use crate::model::{Linear, Matrix, Model, Norm, Rows, Weights};
 
-/// How a matrix's rows are stored on the GPU; one `formats/*.wgsl` decoder each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[allow(non_camel_case_types)] // ggml's spelling
-pub enum Format {
-    F32,
-    F16,
-    BF16,
-    /// The packed layouts of `kernels/packed.rs`.
-    Q4_0,
-    Q4_1,
-    Q8_0,
-    /// The file's super-blocks, each padded to whole words.
-    Q4_K,
-    Q5_K,
-    Q6_K,
+/// Every stored matrix type, each with its `formats/*.wgsl` decoder (Q4_0, Q4_1 and Q8_0 in the
+/// packed layout of `kernels/packed.rs`, as loading leaves them).
+pub const FORMATS: [GgmlType; 9] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+/// The type a matrix's rows are stored as (Q4_0/Q4_1/Q8_0: in their packed layout).
+pub fn storage_type(rows: &Rows) -> GgmlType {
+    match *rows {
+        Rows::F32(_) => GgmlType::F32,
+        Rows::Packed { ty, .. } => ty.ggml(),
+        Rows::Blocks { ty, .. } => ty,
+    }
 }
 
-impl Format {
-    pub const ALL: [Format; 9] =
-        [Format::F32, Format::F16, Format::BF16, Format::Q4_0, Format::Q4_1, Format::Q8_0, Format::Q4_K, Format::Q5_K, Format::Q6_K];
-
-    pub fn of(rows: &Rows) -> Format {
-        match rows {
-            Rows::F32(_) => Format::F32,
-            Rows::Packed { ty: PackedType::Q4_0, .. } => Format::Q4_0,
-            Rows::Packed { ty: PackedType::Q4_1, .. } => Format::Q4_1,
-            Rows::Packed { ty: PackedType::Q8_0, .. } => Format::Q8_0,
-            Rows::Blocks { ty, .. } => match ty {
-                GgmlType::F16 => Format::F16,
-                GgmlType::BF16 => Format::BF16,
-                GgmlType::Q4_K => Format::Q4_K,
-                GgmlType::Q5_K => Format::Q5_K,
-                GgmlType::Q6_K => Format::Q6_K,
-                // Loading keeps F32 matrices as floats and packs Q4_0/Q4_1/Q8_0.
-                GgmlType::F32 => Format::F32,
-                GgmlType::Q4_0 => Format::Q4_0,
-                GgmlType::Q4_1 => Format::Q4_1,
-                GgmlType::Q8_0 => Format::Q8_0,
-            },
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::F32 => "F32",
-            Format::F16 => "F16",
-            Format::BF16 => "BF16",
-            Format::Q4_0 => "Q4_0",
-            Format::Q4_1 => "Q4_1",
-            Format::Q8_0 => "Q8_0",
-            Format::Q4_K => "Q4_K",
-            Format::Q5_K => "Q5_K",
-            Format::Q6_K => "Q6_K",
-        }
-    }
-
+/// How a matrix of a stored type sits on the GPU and which decoder reads it.
+pub trait GpuFormat: Copy {
     /// The WGSL `decode_unit` for this format (prepended to `matmul.wgsl`).
-    pub fn wgsl(self) -> &'static str {
-        match self {
-            Format::F32 => include_str!("kernels/formats/f32.wgsl"),
-            Format::F16 => include_str!("kernels/formats/f16.wgsl"),
-            Format::BF16 => include_str!("kernels/formats/bf16.wgsl"),
-            Format::Q4_0 => include_str!("kernels/formats/q4_0.wgsl"),
-            Format::Q4_1 => include_str!("kernels/formats/q4_1.wgsl"),
-            Format::Q8_0 => include_str!("kernels/formats/q8_0.wgsl"),
-            Format::Q4_K => include_str!("kernels/formats/q4_k.wgsl"),
-            Format::Q5_K => include_str!("kernels/formats/q5_k.wgsl"),
-            Format::Q6_K => include_str!("kernels/formats/q6_k.wgsl"),
-        }
-    }
-
-    /// (weights, bytes in the CPU's layout, bytes on the GPU) of one block, for block formats.
-    fn block(self) -> Option<(usize, usize, usize)> {
-        match self {
-            Format::F32 | Format::F16 | Format::BF16 => None,
-            Format::Q4_0 => Some((32, 20, 20)),
-            Format::Q4_1 => Some((32, 24, 24)),
-            Format::Q8_0 => Some((32, 36, 36)),
-            Format::Q4_K => Some((256, 144, 144)),
-            Format::Q5_K => Some((256, 176, 176)),
-            Format::Q6_K => Some((256, 210, 212)),
-        }
-    }
-
+    fn wgsl(self) -> &'static str;
     /// 32-bit words of one row of `cols` weights on the GPU.
-    pub fn row_words(self, cols: usize) -> usize {
-        match self.block() {
-            None if self == Format::F32 => cols,
+    fn row_words(self, cols: usize) -> usize;
+    /// Bytes one weight takes on the GPU, on average (for bandwidth estimates).
+    fn bytes_per_weight(self) -> f64;
+    /// Appends one row in the GPU layout, from its bytes in the CPU layout.
+    fn push_row(self, cpu_row: &[u8], out: &mut Vec<u8>);
+}
+
+/// (weights, bytes in the CPU's layout, bytes on the GPU) of one block, for block formats.
+fn gpu_block(ty: GgmlType) -> Option<(usize, usize, usize)> {
+    match ty {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => None,
+        GgmlType::Q4_0 => Some((32, 20, 20)),
+        GgmlType::Q4_1 => Some((32, 24, 24)),
+        GgmlType::Q8_0 => Some((32, 36, 36)),
+        GgmlType::Q4_K => Some((256, 144, 144)),
+        GgmlType::Q5_K => Some((256, 176, 176)),
+        GgmlType::Q6_K => Some((256, 210, 212)),
+    }
+}
+
+impl GpuFormat for GgmlType {
+    fn wgsl(self) -> &'static str {
+        match self {
+            GgmlType::F32 => include_str!("kernels/formats/f32.wgsl"),
+            GgmlType::F16 => include_str!("kernels/formats/f16.wgsl"),
+            GgmlType::BF16 => include_str!("kernels/formats/bf16.wgsl"),
+            GgmlType::Q4_0 => include_str!("kernels/formats/q4_0.wgsl"),
+            GgmlType::Q4_1 => include_str!("kernels/formats/q4_1.wgsl"),
+            GgmlType::Q8_0 => include_str!("kernels/formats/q8_0.wgsl"),
+            GgmlType::Q4_K => include_str!("kernels/formats/q4_k.wgsl"),
+            GgmlType::Q5_K => include_str!("kernels/formats/q5_k.wgsl"),
+            GgmlType::Q6_K => include_str!("kernels/formats/q6_k.wgsl"),
+        }
+    }
+
+    fn row_words(self, cols: usize) -> usize {
+        match gpu_block(self) {
+            None if self == GgmlType::F32 => cols,
             None => cols.div_ceil(2),
             Some((len, _, gpu_bytes)) => cols / len * gpu_bytes / 4,
         }
     }
 
-    /// Bytes one weight takes in memory on the GPU, on average (for bandwidth estimates).
-    pub fn bytes_per_weight(self) -> f64 {
-        match self.block() {
-            None if self == Format::F32 => 4.0,
+    fn bytes_per_weight(self) -> f64 {
+        match gpu_block(self) {
+            None if self == GgmlType::F32 => 4.0,
             None => 2.0,
             Some((len, _, gpu_bytes)) => gpu_bytes as f64 / len as f64,
         }
     }
 
-    /// Appends one row in the GPU layout, from its bytes in the CPU layout.
-    pub(crate) fn push_row(self, cpu_row: &[u8], out: &mut Vec<u8>) {
-        match self.block() {
+    fn push_row(self, cpu_row: &[u8], out: &mut Vec<u8>) {
+        match gpu_block(self) {
             None => {
                 out.extend_from_slice(cpu_row);
                 out.resize(out.len().next_multiple_of(4), 0);
@@ -143,7 +118,7 @@ pub struct Piece {
 }
 
 pub struct GpuMatrix {
-    pub format: Format,
+    pub format: GgmlType,
     pub rows: usize,
     pub cols: usize,
     pub row_words: usize,
@@ -206,7 +181,7 @@ impl GpuWeights {
     }
 
     /// Every matrix format the model uses (each needs its matmul kernel).
-    pub fn formats(&self) -> Vec<Format> {
+    pub fn formats(&self) -> Vec<GgmlType> {
         let mut formats = vec![self.output.format];
         for l in &self.layers {
             for lin in l.attn_qkv.iter().chain([&l.attn_output, &l.ffn_up, &l.ffn_down]).chain(&l.ffn_gate) {
@@ -256,7 +231,7 @@ impl Uploader<'_> {
     }
 
     fn matrix(&mut self, m: &Matrix, name: &str) -> Result<GpuMatrix> {
-        let format = Format::of(&m.data);
+        let format = storage_type(&m.data);
         let row_words = format.row_words(m.cols);
         let row_bytes = (row_words * 4) as u64;
         let limits = &self.gpu.limits;

@@ -12,7 +12,8 @@
 
 use std::collections::HashMap;
 
-use crate::gpu::weights::Format;
+use crate::gpu::weights::GpuFormat;
+use crate::kernels::quant::GgmlType;
 
 /// How a kernel binds a buffer.
 #[derive(Clone, Copy)]
@@ -25,7 +26,7 @@ enum Binding {
 /// Every entry point gptlens dispatches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
-    Matmul(Format),
+    Matmul(GgmlType),
     Norm,
     ResidNorm,
     Rope,
@@ -38,7 +39,7 @@ impl Kernel {
     fn source(self) -> String {
         match self {
             Kernel::Matmul(format) => {
-                format!("{}\n{}\n{}", include_str!("formats/half.wgsl"), format.wgsl(), include_str!("matmul.wgsl"))
+                format!("{}\n{}\n{}", include_str!("formats/common.wgsl"), format.wgsl(), include_str!("matmul.wgsl"))
             }
             Kernel::Norm | Kernel::ResidNorm => include_str!("norm.wgsl").into(),
             Kernel::Rope => include_str!("rope.wgsl").into(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use half::{bf16, f16};
 
 use super::{Kernel, Pipelines};
-use crate::gpu::weights::Format;
+use crate::gpu::weights::{GpuFormat, FORMATS};
 use crate::gpu::Gpu;
 use crate::kernels::packed::{self, PackedType};
 use crate::kernels::quant::{dequantize_row, GgmlType};
@@ -95,32 +95,23 @@ fn random(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
 
 /// One random row of `cols` weights in the CPU's layout of `format`, and its f32 values as the
 /// CPU decodes them.
-fn random_row(format: Format, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32>) {
+fn random_row(format: GgmlType, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32>) {
     let mut noise = |n: usize| -> Vec<u8> { (0..n).map(|_| rng.next_u64() as u8).collect() };
     let scale = |bytes: &mut [u8], at: usize, value: f32| bytes[at..at + 2].copy_from_slice(&f16::from_f32(value).to_le_bytes());
     let mut values = vec![0.0; cols];
     match format {
-        Format::F32 | Format::F16 | Format::BF16 => {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {
             let v: Vec<f32> = noise(cols).iter().map(|&b| (b as f32 - 127.5) / 64.0).collect();
             let stored: Vec<u8> = match format {
-                Format::F32 => bytes(&v),
-                Format::F16 => v.iter().flat_map(|&x| f16::from_f32(x).to_le_bytes()).collect(),
+                GgmlType::F32 => bytes(&v),
+                GgmlType::F16 => v.iter().flat_map(|&x| f16::from_f32(x).to_le_bytes()).collect(),
                 _ => v.iter().flat_map(|&x| bf16::from_f32(x).to_le_bytes()).collect(),
             };
-            let ty = match format {
-                Format::F32 => GgmlType::F32,
-                Format::F16 => GgmlType::F16,
-                _ => GgmlType::BF16,
-            };
-            dequantize_row(ty, &stored, &mut values);
+            dequantize_row(format, &stored, &mut values);
             (stored, values)
         }
-        Format::Q4_0 | Format::Q4_1 | Format::Q8_0 => {
-            let ty = match format {
-                Format::Q4_0 => PackedType::Q4_0,
-                Format::Q4_1 => PackedType::Q4_1,
-                _ => PackedType::Q8_0,
-            };
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 => {
+            let Some(ty) = PackedType::of(format) else { unreachable!("{format:?} has a packed form") };
             let block = ty.ggml().block_bytes();
             let mut file = noise(cols / 32 * block);
             for b in file.chunks_exact_mut(block) {
@@ -134,10 +125,10 @@ fn random_row(format: Format, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32>)
             packed::dequantize_row(ty, &stored, &mut values);
             (stored, values)
         }
-        Format::Q4_K | Format::Q5_K | Format::Q6_K => {
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
             let (ty, scales_at) = match format {
-                Format::Q4_K => (GgmlType::Q4_K, &[0usize, 2][..]),
-                Format::Q5_K => (GgmlType::Q5_K, &[0, 2][..]),
+                GgmlType::Q4_K => (GgmlType::Q4_K, &[0usize, 2][..]),
+                GgmlType::Q5_K => (GgmlType::Q5_K, &[0, 2][..]),
                 _ => (GgmlType::Q6_K, &[208][..]),
             };
             let block = ty.block_bytes();
@@ -159,10 +150,10 @@ fn random_row(format: Format, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32>)
 fn matmul_matches_the_cpu_for_every_format() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(7);
-    for format in Format::ALL {
+    for format in FORMATS {
         let widths: &[usize] = match format {
-            Format::F32 | Format::F16 | Format::BF16 => &[37, 96],
-            Format::Q4_K | Format::Q5_K | Format::Q6_K => &[256, 512],
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => &[37, 96],
+            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => &[256, 512],
             _ => &[32, 160],
         };
         for &cols in widths {

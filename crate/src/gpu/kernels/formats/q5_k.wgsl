@@ -13,29 +13,13 @@
 
 const SUPER_WORDS: u32 = 44u;
 
-// Byte i of the super-block starting at word sb.
-fn q5k_byte(sb: u32, i: u32) -> u32 {
-    return (w[sb + i / 4u] >> (8u * (i % 4u))) & 0xFFu;
-}
-
-// Scale (x) and min (y) of sub-block j (0..7); the 12 packed bytes start at byte 4.
-fn q5k_scale_min(sb: u32, j: u32) -> vec2<u32> {
-    if (j < 4u) {
-        return vec2<u32>(q5k_byte(sb, 4u + j) & 63u, q5k_byte(sb, 8u + j) & 63u);
-    }
-    let lo = q5k_byte(sb, 8u + j);              // s[j + 4]: min low nibble | scale low nibble
-    let sc_hi = q5k_byte(sb, j) >> 6u;          // s[j - 4] top two bits
-    let mn_hi = q5k_byte(sb, 4u + j) >> 6u;     // s[j] top two bits
-    return vec2<u32>((lo & 15u) | (sc_hi << 4u), (lo >> 4u) | (mn_hi << 4u));
-}
-
 fn decode_unit(base: u32, u: u32, cols: u32) -> array<f32, 32> {
     let sb = base + (u / 8u) * SUPER_WORDS;
     let s = u % 8u;
     let dw = w[sb];
     let d = f16_to_f32(dw);
     let dmin = f16_to_f32(dw >> 16u);
-    let sm = q5k_scale_min(sb, s);
+    let sm = k_scale_min(sb, s);
     let dl = d * f32(sm.x);
     let ml = dmin * f32(sm.y);
     let qh = sb + 4u;                 // byte 16

@@ -14,14 +14,9 @@
 
 const SUPER_WORDS: u32 = 53u;
 
-// Byte i of the super-block starting at word sb.
-fn q6k_byte(sb: u32, i: u32) -> u32 {
-    return (w[sb + i / 4u] >> (8u * (i % 4u))) & 0xFFu;
-}
-
 // The i8 scale at byte i, as f32.
 fn q6k_scale(sb: u32, i: u32) -> f32 {
-    return f32(bitcast<i32>(q6k_byte(sb, i) << 24u) >> 24u);
+    return f32(bitcast<i32>(block_byte(sb, i) << 24u) >> 24u);
 }
 
 fn decode_unit(base: u32, u: u32, cols: u32) -> array<f32, 32> {

@@ -13,6 +13,7 @@ import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { init, Model } from 'gptlens';
 import { launchChromium, skipOrFail } from '../support/browser.mjs';
+import { createRequire } from 'node:module';
 import { servePage } from './page-server.mjs';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
@@ -21,6 +22,8 @@ const FIXTURE = 'fixtures/gpt2-tiny-f32';
 const SMOLLM = 'assets/SmolLM2-135M-Instruct.Q4_1.gguf';
 const PROMPT = 'When Mary and John went to the store, John gave a drink to';
 const SIZES = { wide: { width: 1280, height: 800 }, narrow: { width: 420, height: 900 } };
+
+const axeSource = await readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js', { paths: [`${repo}/web`] }), 'utf8');
 
 let server;
 let browser;
@@ -196,7 +199,7 @@ test('step appends one token, generate streams several, the views follow', async
   // Clicking a candidate appends exactly that token.
   const first = (await candidates(page))[0];
   await page.getByTestId('candidate').first().click();
-  await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] .chip:last-child .chip-id')?.textContent === id, String(first.id));
+  await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] li:last-child .chip-id')?.textContent === id, String(first.id));
   await page.close();
 });
 
@@ -286,7 +289,7 @@ test('?backend=webgpu: every view from the GPU, probabilities equal to the CPU, 
   await page.getByTestId('generate').filter({ hasText: 'Generate' }).waitFor();
   const first = (await candidates(page))[0];
   await page.getByTestId('candidate').first().click();
-  await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] .chip:last-child .chip-id')?.textContent === id, String(first.id));
+  await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] li:last-child .chip-id')?.textContent === id, String(first.id));
   const text = await page.getByTestId('prompt').inputValue();
   await assertViewsDrawn(page, tokens.length + 5);
   await assertProbabilitiesMatchCpu(page);
@@ -321,6 +324,15 @@ test('without ?backend the page stays on the CPU on a software adapter and says 
   await page.close();
 });
 
+/** axe-core's serious and critical violations on the page as it is (rule, impact, where). */
+async function axeViolations(page, view) {
+  if (!(await page.evaluate(() => 'axe' in window))) await page.addScriptTag({ content: axeSource });
+  const violations = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations);
+  return violations
+    .filter(({ impact }) => impact === 'serious' || impact === 'critical')
+    .map(({ id, impact, nodes }) => ({ view, id, impact, nodes: nodes.slice(0, 3).map((node) => `${node.target.join(' ')}: ${node.failureSummary?.split('\n')[1] ?? ''}`) }));
+}
+
 /** The smallest rectangle holding both boxes. */
 function union(a, b) {
   const x = Math.min(a.x, b.x);
@@ -351,9 +363,25 @@ for (const theme of ['dark', 'light']) {
       const tooltip = page.locator('.tooltip:not([hidden])');
       await tooltip.waitFor();
       await page.screenshot({ path: `${shots}/${theme}-${sizeName}-map-hover.png`, clip: union(await map.boundingBox(), await tooltip.boundingBox()) });
-      await page.getByRole('button', { name: 'Lines' }).click();
+      await page.getByRole('tab', { name: 'Lines' }).click();
       await page.getByTestId('attention-detail').locator('canvas.lines').waitFor();
       await page.getByTestId('attention-detail').screenshot({ path: `${shots}/${theme}-${sizeName}-lines.png` });
+      // Every view passes axe: map (above), lines, query row, table, norms as a table.
+      const found = [await axeViolations(page, 'lines')];
+      await page.getByRole('tab', { name: 'Query row' }).click();
+      await page.getByTestId('query-row').waitFor();
+      await page.getByTestId('attention-detail').screenshot({ path: `${shots}/${theme}-${sizeName}-query-row.png` });
+      found.push(await axeViolations(page, 'query row'));
+      await page.getByRole('tab', { name: 'Table' }).click();
+      await page.getByTestId('norm-table-toggle').click();
+      await page.getByTestId('norm-table').waitFor();
+      await page.getByTestId('layernorm').screenshot({ path: `${shots}/${theme}-${sizeName}-norm-table.png` });
+      found.push(await axeViolations(page, 'tables'));
+      await page.getByRole('tab', { name: 'Map' }).click();
+      found.push(await axeViolations(page, 'map'));
+      const serious = found.flat();
+      console.log(`axe, ${theme} ${sizeName}: ${serious.length} serious/critical violations over 4 views`);
+      assert.deepEqual(serious, [], `axe: ${JSON.stringify(serious, null, 1)}`);
       await page.close();
     });
   }
@@ -406,4 +434,268 @@ test('keystroke → redraw on SmolLM2-135M', async (t) => {
   const result = await measureTyping(SMOLLM, TYPED, { loadingShot: true });
   console.log(`keystroke → redraw, SmolLM2-135M: median ${result.median} ms, p95 ${result.p95} ms, max ${result.max} ms over ${result.count} redraws; last: ${result.stages}; ${result.size.replace('\n', ', ')}`);
   assert.ok(result.count > 0);
+});
+
+/** The id of the element that has the keyboard focus (data-testid, aria-label or tag). */
+const focused = (page) =>
+  page.evaluate(() => {
+    const element = document.activeElement;
+    return element?.dataset.testid ?? element?.getAttribute('aria-label') ?? element?.tagName.toLowerCase();
+  });
+
+/** Presses Tab until `predicate(focused element)` holds; returns how many presses it took. */
+async function tabUntil(page, predicate, limit = 60) {
+  for (let presses = 1; presses <= limit; presses++) {
+    await page.keyboard.press('Tab');
+    if (await page.evaluate(predicate)) return presses;
+  }
+  throw new Error(`not reached in ${limit} Tab presses (focus on ${await focused(page)})`);
+}
+
+test('keyboard only: skip link, type, arrow to a head, open it, append a candidate', async () => {
+  const page = await openPage();
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip to the views');
+  await page.screenshot({ path: `${shots}/keyboard-skip-link.png`, clip: { x: 0, y: 0, width: 640, height: 120 } });
+  await page.keyboard.press('Enter');
+  const toPrompt = await tabUntil(page, () => document.activeElement?.dataset.testid === 'prompt');
+  assert.ok(toPrompt <= 4, `the prompt is ${toPrompt} Tab presses after the skip link`);
+  await page.keyboard.type(PROMPT, { delay: 10 });
+  const tokens = engine.encode(PROMPT);
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, tokens.length);
+  // The chips are one Tab stop; arrow keys move between them; Enter picks one.
+  await tabUntil(page, () => document.activeElement?.classList.contains('chip'));
+  await page.keyboard.press('End');
+  await page.keyboard.press('ArrowLeft');
+  await page.keyboard.press('Enter');
+  await page.locator(`[data-testid=tokens] .chip[data-pos="${tokens.length - 2}"][aria-pressed=true]`).waitFor();
+  // The grid is one Tab stop too: arrows move, Enter opens the head.
+  const toGrid = await tabUntil(page, () => document.activeElement?.classList.contains('head'));
+  assert.ok(toGrid <= 40, `the grid is ${toGrid} Tab presses after the chips`);
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('Enter');
+  await page.locator('#detail-title').filter({ hasText: 'Layer 1 · Head 1' }).waitFor();
+  assert.match(await page.getByTestId('announce-head').textContent(), /^Layer 1, head 1: query \d+ “.+” attends most to \d+ “.+” \(\d/);
+  await page.getByTestId('attention-grid').screenshot({ path: `${shots}/keyboard-grid-focus.png` });
+  // The next-token candidates are buttons: Tab to the first, Down to the second, Enter appends it.
+  await tabUntil(page, () => document.activeElement?.dataset.testid === 'candidate', 80);
+  await page.keyboard.press('ArrowDown');
+  const second = (await candidates(page))[1];
+  assert.match(await page.evaluate(() => document.activeElement.textContent), /^Append .+, id \d+.*, model \d.*%, (sampled \d.*%|filtered out —)$/);
+  await page.getByTestId('next-token').screenshot({ path: `${shots}/keyboard-candidate-focus.png` });
+  await page.keyboard.press('Enter');
+  await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] li:last-child .chip-id')?.textContent === id, String(second.id));
+  assert.equal(await focused(page), 'candidate', 'the focus stays on the candidates after appending');
+  await page.getByTestId('announce-prediction').filter({ hasText: /^Top prediction after “.*”: “.*”, \d/ }).waitFor();
+  await page.close();
+});
+
+test('the address follows every change and a link restores the state exactly', async () => {
+  const page = await openPage({ prompt: PROMPT });
+  await page.locator('[data-testid=tokens] .chip').nth(7).click();
+  await page.getByTestId('attention-grid').locator('button.head').nth(6).click(); // layer 1, head 2
+  await page.getByRole('tab', { name: 'Query row' }).click();
+  await page.getByLabel('temperature').fill('0.7');
+  await page.getByLabel('top-k').fill('5');
+  await page.getByTestId('attention-scale').selectOption('sqrt');
+  await page.locator('#theme-toggle').click();
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('theme') === 'light');
+  const url = new URL(page.url());
+  const expected = { model: FIXTURE, prompt: PROMPT, q: '7', head: '1.2', view: 'row', temp: '0.7', topk: '5', scale: 'sqrt', theme: 'light', backend: 'auto' };
+  for (const [name, value] of Object.entries(expected)) assert.equal(url.searchParams.get(name), value, `?${name}=`);
+  // Typing replaces the history entry (no new one per keystroke) once the typing pauses.
+  const length = await page.evaluate(() => history.length);
+  await typePrompt(page, ' Mary', [...engine.encode(`${PROMPT} Mary`)]);
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('prompt').endsWith('Mary'));
+  assert.equal(await page.evaluate(() => history.length), length);
+
+  const copy = await browser.newPage({ viewport: SIZES.wide });
+  await copy.goto(page.url());
+  await copy.getByTestId('candidate').first().waitFor({ timeout: 60_000 });
+  assert.equal(await copy.getByTestId('prompt').inputValue(), `${PROMPT} Mary`);
+  assert.equal(await copy.locator('[data-testid=tokens] .chip[aria-pressed=true]').getAttribute('data-pos'), '7');
+  assert.equal(await copy.locator('#detail-title').textContent(), 'Layer 1 · Head 2');
+  assert.equal(await copy.getByRole('tab', { name: 'Query row' }).getAttribute('aria-selected'), 'true');
+  await copy.getByTestId('query-row').filter({ hasText: 'Query 7' }).waitFor();
+  assert.equal(await copy.getByLabel('temperature').inputValue(), '0.7');
+  assert.equal(await copy.getByLabel('top-k').inputValue(), '5');
+  assert.equal(await copy.getByTestId('attention-scale').inputValue(), 'sqrt');
+  assert.equal(await copy.evaluate(() => document.documentElement.dataset.theme), 'light');
+  assert.deepEqual(await candidates(copy), await candidates(page), 'the same candidates under the same settings');
+  assert.equal(copy.url(), page.url());
+  await copy.close();
+  await page.close();
+});
+
+test('a ?model= that does not exist says so and offers the list', async () => {
+  const page = await openPage({ model: 'fixtures/no-such-model' });
+  const notice = page.getByTestId('missing-model');
+  await notice.filter({ hasText: 'This server has no model “fixtures/no-such-model”.' }).waitFor();
+  await page.locator('#status').screenshot({ path: `${shots}/missing-model.png` });
+  await notice.getByRole('button', { name: FIXTURE, exact: true }).click();
+  await page.locator('[data-field=model]').filter({ hasText: /^gpt2-tiny-f32/ }).waitFor();
+  assert.equal(await notice.isHidden(), true);
+  await page.close();
+});
+
+test('explanations: how to read each panel, the sink, example prompts', async () => {
+  const page = await openPage({ prompt: 'The' });
+  for (const id of ['prompt', 'grid', 'detail', 'norms', 'next']) assert.equal(await page.getByTestId(`howto-${id}`).isVisible(), true, `how to read ${id}`);
+  await page.getByTestId('howto-detail').screenshot({ path: `${shots}/howto-detail.png` });
+  assert.match(await page.getByTestId('scale-note').textContent(), /first token.*left out/);
+  // Dismissed, it stays dismissed (after a reload too); the "?" brings it back.
+  await page.getByTestId('howto-grid').getByRole('button', { name: 'Hide how to read this' }).click();
+  await page.reload();
+  await page.getByTestId('candidate').first().waitFor();
+  assert.equal(await page.getByTestId('howto-grid').isHidden(), true);
+  await page.locator('#grid-panel').getByRole('button', { name: 'How to read this' }).click();
+  assert.equal(await page.getByTestId('howto-grid').isVisible(), true);
+  // An example prompt, one click away.
+  await page.getByTestId('example').filter({ hasText: 'Factual recall' }).click();
+  await page.waitForFunction((ids) => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join() === ids, [...engine.encode('The Eiffel Tower is located in the city of')].join());
+  assert.match(await page.getByTestId('layernorm').innerText(), /scale\s+√\(var x \+ ε\)/, 'LayerNorm formula for a GPT-2 model');
+  await page.locator('#prompt-panel').screenshot({ path: `${shots}/example-prompt.png` });
+  await page.close();
+});
+
+test('export: the trace as safetensors, the numbers as CSV, a view as PNG', async () => {
+  const page = await openPage({ prompt: PROMPT });
+  const save = async (click) => {
+    const [download] = await Promise.all([page.waitForEvent('download'), click()]);
+    return { name: download.suggestedFilename(), bytes: await readFile(await download.path()) };
+  };
+  const trace = await save(() => page.getByTestId('export-trace').click());
+  assert.match(trace.name, /\.safetensors$/);
+  const headerLength = Number(trace.bytes.readBigUInt64LE(0));
+  const header = JSON.parse(trace.bytes.subarray(8, 8 + headerLength).toString());
+  const t = engine.encode(PROMPT).length;
+  assert.deepEqual(header['blocks.1.attn.hook_pattern'].shape, [4, t, t]);
+  const csv = await save(() => page.locator('#detail-panel').getByRole('button', { name: /as CSV/ }).click());
+  const lines = csv.bytes.toString().trim().split('\n');
+  assert.equal(lines.length, t + 1, 'a header and one line per query');
+  assert.ok(lines[1].split(',').slice(2).filter(Boolean).length === 1 && Number(lines[1].split(',')[2]) === 1, 'the first query reads only itself');
+  const next = await save(() => page.locator('#next-panel').getByRole('button', { name: /as CSV/ }).click());
+  assert.match(next.bytes.toString(), /^rank,id,token,model_probability,sampled_probability\n1,/);
+  const png = await save(() => page.locator('#detail-panel').getByRole('button', { name: /as PNG/ }).click());
+  assert.equal(png.bytes.subarray(1, 4).toString(), 'PNG');
+  const grid = await save(() => page.locator('#grid-panel').getByRole('button', { name: /as PNG/ }).click());
+  assert.equal(grid.bytes.subarray(1, 4).toString(), 'PNG');
+  const svg = await save(() => page.locator('#layernorm-panel').getByRole('button', { name: /as SVG/ }).click());
+  assert.match(svg.bytes.toString(), /^<svg[^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+  await page.close();
+});
+
+/**
+ * The tiny LLaMA fixture (RoPE: no position weights, so its context is only a number) with its
+ * GGUF's llama.context_length patched from 64 to 1024, dropped onto the page.
+ */
+async function dropLongContextLlama(page) {
+  await page.evaluate(async () => {
+    const bytes = new Uint8Array(await (await fetch('/models/fixtures/llama-tiny-q/model.gguf')).arrayBuffer());
+    const key = new TextEncoder().encode('llama.context_length');
+    const at = bytes.findIndex((_, i) => key.every((byte, j) => bytes[i + j] === byte));
+    const view = new DataView(bytes.buffer);
+    if (view.getUint32(at + key.length, true) !== 4 || view.getUint32(at + key.length + 4, true) !== 64) throw new Error('unexpected GGUF layout');
+    view.setUint32(at + key.length + 4, 1024, true);
+    const files = new DataTransfer();
+    files.items.add(new File([bytes], 'llama-long.gguf'));
+    document.body.dispatchEvent(new DragEvent('drop', { dataTransfer: files, bubbles: true, cancelable: true }));
+  });
+  await page.locator('[data-field=model]').filter({ hasText: /context 1024/ }).waitFor();
+}
+
+/** Words of a text whose encoding by `model` is exactly `count` tokens. */
+function textOfTokens(model, count) {
+  const words = [];
+  const pool = 'the quick brown fox jumps over a lazy dog while Mary and John walk to the store and talk about numbers'.split(' ');
+  for (let i = 0; model.encode(words.join(' ')).length < count; i++) words.push(pool[i % pool.length] + (i % 7 === 0 ? ',' : ''));
+  let text = words.join(' ');
+  while (model.encode(text).length > count) text = text.slice(0, -1);
+  return text;
+}
+
+test('a 512-token prompt: max-pooled thumbnails, a zoomable map with legible labels, the query row', async () => {
+  const page = await openPage({ prompt: 'The' });
+  await dropLongContextLlama(page);
+  await init();
+  const gguf = await readFile(`${repo}/tests/fixtures/llama-tiny-q/model.gguf`);
+  const llama = Model.load({ 'model.gguf': new Uint8Array(gguf) });
+  const text = textOfTokens(llama, 512);
+  const t = llama.encode(text).length;
+  llama.free?.();
+  assert.equal(t, 512);
+  await page.getByTestId('prompt').fill(text);
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, t, { timeout: 60_000 });
+  await page.getByTestId('candidate').first().waitFor();
+  assert.match(await page.getByTestId('layernorm').innerText(), /scale\s+√\(mean x² \+ ε\)/, 'the RMSNorm formula');
+
+  // Thumbnails: pooled to 86 × 86 (blocks of 6 × 6), every block of the causal triangle painted.
+  const thumbs = await gridCanvases(page);
+  assert.equal(thumbs.length, 8);
+  for (const canvas of thumbs) {
+    assert.equal(canvas.width, 86);
+    assert.equal(canvas.painted, (86 * 87) / 2);
+  }
+  await page.getByTestId('attention-grid').screenshot({ path: `${shots}/long-512-grid.png` });
+
+  const map = page.getByTestId('attention-map');
+  const labels = () => map.evaluate((canvas) => ({ labels: canvas.drawnLabels, zoom: canvas.zoomLevel }));
+  const assertLegible = ({ labels: drawn }, what) => {
+    for (const axis of ['row', 'col']) {
+      const boxes = drawn.filter((label) => label.axis === axis).sort((a, b) => (axis === 'row' ? a.y - b.y : a.x - b.x));
+      assert.ok(boxes.length >= 8, `${what}: ${boxes.length} ${axis} labels`);
+      for (const box of boxes) assert.ok((axis === 'row' ? box.height : box.width) >= 11, 'labels are drawn at 11 px');
+      for (let i = 1; i < boxes.length; i++) {
+        const [a, b] = [boxes[i - 1], boxes[i]];
+        const apart = axis === 'row' ? b.y >= a.y + a.height : b.x >= a.x + a.width;
+        assert.ok(apart, `${what}: ${axis} labels ${a.index} and ${b.index} overlap`);
+      }
+    }
+  };
+  const fitted = await labels();
+  assertLegible(fitted, 'fitted');
+  await page.getByTestId('attention-detail').screenshot({ path: `${shots}/long-512-map-fit.png` });
+  // Zoom with the keyboard, then the wheel; pan with the arrows. More labels, still apart.
+  await map.focus();
+  for (let i = 0; i < 4; i++) await page.keyboard.press('+');
+  await page.keyboard.press('ArrowDown');
+  const box = await map.boundingBox();
+  await page.mouse.move(box.x + box.width * 0.7, box.y + box.width * 0.7);
+  await page.mouse.wheel(0, -400);
+  const zoomed = await labels();
+  assert.ok(zoomed.zoom > 5, `zoomed to ${zoomed.zoom}`);
+  assertLegible(zoomed, 'zoomed');
+  const rows = (state) => state.labels.filter((label) => label.axis === 'row');
+  const spacing = (state) => rows(state)[1].index - rows(state)[0].index;
+  assert.ok(spacing(zoomed) < spacing(fitted), `zoomed labels every ${spacing(zoomed)} rows, fitted every ${spacing(fitted)}`);
+  assert.ok(rows(zoomed)[0].index > 0, 'panned away from the first row');
+  await page.getByTestId('attention-detail').screenshot({ path: `${shots}/long-512-map-zoomed.png` });
+  await page.keyboard.press('0');
+  assert.equal((await labels()).zoom, 1);
+
+  // The query row: the last token's weight on all 512 keys, labelled.
+  await page.getByRole('tab', { name: 'Query row' }).click();
+  assert.equal(await page.getByTestId('query-row').locator('tbody tr').count(), 512);
+  await page.getByTestId('attention-detail').screenshot({ path: `${shots}/long-512-query-row.png` });
+  await page.close();
+});
+
+test('“Wrap as chat” wraps once (SmolLM2-135M)', async (t) => {
+  if (!existsSync(`${repo}/assets/models/SmolLM2-135M-Instruct.Q4_1.gguf`)) {
+    t.skip('assets/models has no SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-smollm.sh fetches it)');
+    return;
+  }
+  const page = await openPage({ model: SMOLLM, prompt: 'What is the capital of France?' });
+  const wrap = page.getByTestId('wrap-chat');
+  assert.equal(await wrap.isEnabled(), true);
+  await wrap.click();
+  await page.waitForFunction(() => document.querySelector('[data-testid=prompt]').value.includes('<|im_start|>user'));
+  const wrapped = await page.getByTestId('prompt').inputValue();
+  assert.equal(wrapped.split('<|im_start|>user').length, 2, 'one user turn');
+  await page.waitForFunction(() => document.querySelector('[data-testid=wrap-chat]').disabled);
+  await wrap.click({ force: true });
+  await page.waitForTimeout(300);
+  assert.equal(await page.getByTestId('prompt').inputValue(), wrapped, 'a second wrap changes nothing');
+  await page.close();
 });

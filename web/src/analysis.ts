@@ -75,3 +75,9 @@ export function analyse(trace: WorkerTrace, info: ModelInfo, labels: string[]): 
 export function weight(pattern: Float32Array, t: number, head: number, q: number, k: number): number {
   return pattern[(head * t + q) * t + k]!;
 }
+
+/** The `count` keys query `q` of `head` weighs most, strongest first. */
+export function strongestKeys(pattern: Float32Array, t: number, head: number, q: number, count: number): { key: number; weight: number }[] {
+  const keys = Array.from({ length: q + 1 }, (_, key) => ({ key, weight: weight(pattern, t, head, q, key) }));
+  return keys.sort((a, b) => b.weight - a.weight).slice(0, count);
+}

@@ -3,11 +3,58 @@
 // the triangle reads at a glance.
 import { Colormap } from './colormap.ts';
 
-export type AttentionScale = 'linear' | 'sqrt';
+export type AttentionScale = 'rest' | 'linear' | 'sqrt';
 
-/** Colormap position of a weight: `sqrt` spreads the small weights that most heads are made of. */
-export function scaled(value: number, scale: AttentionScale): number {
-  return scale === 'sqrt' ? Math.sqrt(value) : value;
+/** Colormap position of a weight: `sqrt` spreads the small weights that most heads are made of;
+ * `rest` divides by `top`, the head's largest weight on any key but the first. */
+export function scaled(value: number, scale: AttentionScale, top = 1): number {
+  return scale === 'sqrt' ? Math.sqrt(value) : scale === 'rest' ? value / top : value;
+}
+
+/** The largest weight of `head` on keys after the first (the first position soaks up weight: the sink). */
+export function restMax(pattern: Float32Array, t: number, head: number): number {
+  let top = 0;
+  for (let q = 1; q < t; q++) {
+    const row = (head * t + q) * t;
+    for (let k = 1; k <= q; k++) if (pattern[row + k]! > top) top = pattern[row + k]!;
+  }
+  return top > 0 ? top : 1;
+}
+
+/** Side of a max-pooled thumbnail of a `t`-token map: at most `limit` pixels, each the largest
+ * weight of its block, so a strong weight never disappears when the map is shrunk. */
+export function pooledSize(t: number, limit: number): { size: number; factor: number } {
+  const factor = Math.max(1, Math.ceil(t / limit));
+  return { size: Math.ceil(t / factor), factor };
+}
+
+/** Paints a max-pooled `size`×`size` thumbnail (blocks of `factor`×`factor` cells; masked cells skipped). */
+export function paintPooled(
+  image: ImageData,
+  pattern: Float32Array,
+  t: number,
+  head: number,
+  factor: number,
+  colors: Colormap,
+  scale: AttentionScale,
+): void {
+  const size = image.width;
+  const pixels = new Uint32Array(image.data.buffer);
+  pixels.fill(0);
+  const pooled = new Float32Array(size * size).fill(-1);
+  for (let q = 0; q < t; q++) {
+    const row = (head * t + q) * t;
+    const base = Math.floor(q / factor) * size;
+    for (let k = 0; k <= q; k++) {
+      const at = base + Math.floor(k / factor);
+      const value = pattern[row + k]!;
+      if (value > pooled[at]!) pooled[at] = value;
+    }
+  }
+  const top = scale === 'rest' ? restMax(pattern, t, head) : 1;
+  for (let i = 0; i < pooled.length; i++) {
+    if (pooled[i]! >= 0) pixels[i] = colors.pixels[Colormap.index(scaled(pooled[i]!, scale, top))]!;
+  }
 }
 
 export function paintAttention(
@@ -20,10 +67,11 @@ export function paintAttention(
 ): void {
   const pixels = new Uint32Array(image.data.buffer);
   pixels.fill(0);
+  const top = scale === 'rest' ? restMax(pattern, t, head) : 1;
   for (let q = 0; q < t; q++) {
     const row = (head * t + q) * t;
     for (let k = 0; k <= q; k++) {
-      pixels[q * t + k] = colors.pixels[Colormap.index(scaled(pattern[row + k]!, scale))]!;
+      pixels[q * t + k] = colors.pixels[Colormap.index(scaled(pattern[row + k]!, scale, top))]!;
     }
   }
 }

@@ -11,6 +11,15 @@ function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** True when `text` already begins with what the chat template puts before a user's words. */
+export async function isWrapped(engine: Engine, text: string): Promise<boolean> {
+  const marker = '\u0001';
+  const [before = ''] = (await engine.chatPrompt(marker)).split(marker);
+  // The opening marker line (e.g. `<|im_start|>system` or `<|im_start|>user`) is enough.
+  const opening = before.trimStart().split('\n')[0] ?? '';
+  return opening.length > 0 && text.trimStart().startsWith(opening);
+}
+
 export class Live {
   private readonly clock = new RedrawClock();
   /** The tokens the views show, and the trace they came from (kept for sampling questions). */
@@ -35,11 +44,19 @@ export class Live {
     void this.runPrompt(text, keystroke);
   }
 
-  /** Replaces the prompt with itself wrapped in the model's chat template (instruct models). */
+  /** Replaces the prompt with itself wrapped in the model's chat template (instruct models). A
+   * prompt that already starts like the template (wrapped before) stays as it is. */
   async wrapAsChat(): Promise<void> {
     const engine = this.engine;
     if (!engine?.info.hasChatTemplate) return;
-    this.edit(await engine.chatPrompt(this.store.state.prompt));
+    const text = this.store.state.prompt;
+    if (await isWrapped(engine, text)) return;
+    this.edit(await engine.chatPrompt(text));
+  }
+
+  /** The current trace as a safetensors file (every captured tensor), or undefined before a run. */
+  traceSafetensors(): Promise<Uint8Array> | undefined {
+    return this.trace?.toSafetensors();
   }
 
   /** A new model is loaded: the same prompt, run on it. */

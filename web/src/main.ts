@@ -1,12 +1,14 @@
 // Wires the page: state, the live loop, the model loader, and one view per panel.
 import './styles.css';
-import type { BackendChoice } from 'gptlens';
+import { followInAddress, readAddress } from './address.ts';
+import { mountAnnouncer } from './announcer.ts';
 import { catalogSource } from './model-files.ts';
 import { defaultModel, fetchCatalog } from './catalog.ts';
 import { Live } from './live.ts';
 import { Loader } from './loader.ts';
+import { download } from './panel-tools.ts';
 import { NO_REDRAWS } from './perf.ts';
-import { Store } from './store.ts';
+import { Store, type HeadRef } from './store.ts';
 import { applyTheme, initialTheme } from './theme.ts';
 import { mountAttentionDetail } from './views/attention-detail.ts';
 import { mountBackendPicker } from './views/backend-picker.ts';
@@ -17,8 +19,10 @@ import { mountModelPicker } from './views/model-picker.ts';
 import { mountNextToken } from './views/next-token.ts';
 import { mountPrompt } from './views/prompt.ts';
 
+import { EXAMPLES } from './views/prompt.ts';
+
 // The indirect-object task from interpretability work: a prompt whose heads are worth a look.
-const DEFAULT_PROMPT = 'When Mary and John went to the store, John gave a drink to';
+const DEFAULT_PROMPT = EXAMPLES[0]!.prompt;
 
 function panel(id: string): HTMLElement {
   const element = document.getElementById(id);
@@ -27,40 +31,47 @@ function panel(id: string): HTMLElement {
 }
 
 const params = new URLSearchParams(location.search);
+const address = readAddress(params);
 
 /** `?threads=N` overrides the engine's thread count (1: the single-thread build). */
 function threadsParameter(): number | undefined {
   const threads = Number(params.get('threads'));
   return Number.isInteger(threads) && threads >= 1 ? threads : undefined;
 }
-/** `?backend=webgpu|cpu|auto` chooses where the model runs (default auto: WebGPU on a hardware GPU). */
-function backendParameter(): BackendChoice {
-  const backend = params.get('backend');
-  return backend === 'cpu' || backend === 'webgpu' ? backend : 'auto';
-}
 
 const store = new Store({
   model: undefined,
-  backend: backendParameter(),
+  backend: address.backend,
   loading: undefined,
   loadError: undefined,
-  prompt: params.get('prompt') ?? DEFAULT_PROMPT,
+  prompt: address.prompt ?? DEFAULT_PROMPT,
   promptError: undefined,
   analysis: undefined,
   next: undefined,
   query: undefined,
   head: { layer: 0, head: 0 },
-  attentionScale: 'linear',
-  sampling: { temperature: 1 },
+  detailView: address.detailView ?? 'map',
+  normTable: address.normTable,
+  missingModel: undefined,
+  attentionScale: address.attentionScale ?? 'rest',
+  sampling: address.sampling,
   generating: false,
   redraw: NO_REDRAWS,
-  theme: params.get('theme') === 'light' ? 'light' : params.get('theme') === 'dark' ? 'dark' : initialTheme(),
+  theme: address.theme ?? initialTheme(),
 });
 
 const live = new Live(store);
+// The first model opens on the head and token the address names (if it has them); later ones on
+// the first head, with no token picked.
+let restore: { head: HeadRef | undefined; query: number | undefined } | undefined = { head: address.head, query: address.query };
 // One state change: views never see the new model with the old model's analysis.
 const loader = new Loader(store, (model) => {
-  store.set({ model, loading: undefined, analysis: undefined, next: undefined, head: { layer: 0, head: 0 }, query: undefined, redraw: NO_REDRAWS });
+  const { nLayer, nHead } = model.engine.info;
+  const wanted = restore?.head;
+  const head = wanted && wanted.layer < nLayer && wanted.head < nHead ? wanted : { layer: 0, head: 0 };
+  const query = restore?.query;
+  restore = undefined;
+  store.set({ model, loading: undefined, analysis: undefined, next: undefined, head, query, redraw: NO_REDRAWS });
   live.modelChanged();
 }, threadsParameter());
 
@@ -73,6 +84,17 @@ store.subscribe((state, changed) => {
   themeToggle.title = `Switch to the ${state.theme === 'dark' ? 'light' : 'dark'} theme`;
 });
 
+const exportTrace = panel('export-trace') as HTMLButtonElement;
+exportTrace.setAttribute('aria-label', 'Download the trace as safetensors');
+exportTrace.addEventListener('click', async () => {
+  const bytes = await live.traceSafetensors();
+  if (!bytes) return;
+  download(`gptlens-trace-${store.state.model?.name.replace(/[^\w.-]+/g, '_') ?? 'model'}.safetensors`, new Blob([bytes as Uint8Array<ArrayBuffer>], { type: 'application/octet-stream' }));
+});
+store.subscribe((state, changed) => {
+  if (changed.has('analysis')) exportTrace.disabled = state.analysis === undefined;
+});
+
 const catalog = await fetchCatalog();
 mountModelPicker(panel('model-picker'), panel('status'), store, catalog, loader);
 mountBackendPicker(panel('model-picker'), store, loader);
@@ -82,8 +104,12 @@ mountAttentionGrid(panel('grid-panel'), store);
 mountAttentionDetail(panel('detail-panel'), store);
 mountLayerNorm(panel('layernorm-panel'), store);
 mountDiagnostics(panel('diagnostics-panel'), store);
+mountAnnouncer(document.body, store);
+followInAddress(store);
 
-const initial = defaultModel(catalog, params.get('model'));
+const requested = address.model;
+if (requested !== undefined && !catalog.models.some((model) => model.id === requested)) store.set({ missingModel: requested });
+const initial = defaultModel(catalog, requested ?? null);
 if (initial) {
   void loader.load(catalogSource(initial));
 } else {

@@ -16,7 +16,26 @@ export interface MatrixData {
   colLabels: (string | undefined)[];
   /** Fills `image` (cols × rows pixels). */
   paint(image: ImageData): void;
+  /**
+   * A square view that zooms (wheel, pinch, + − 0 keys, buttons) and pans (drag, arrow keys),
+   * its labels always those of the rows and columns in view, never overlapping.
+   */
+  zoomable?: boolean;
 }
+
+/** A label as drawn: its text and box in CSS pixels (for tests and the text alternative). */
+export interface DrawnLabel {
+  axis: 'row' | 'col';
+  index: number;
+  text: string;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+
+/** Cell side (CSS px) at the largest zoom. */
+const MAX_ZOOM_CELL = 48;
 
 export interface Cell {
   row: number;
@@ -47,9 +66,64 @@ export class MatrixCanvas {
   private cellHeight = 1;
   private highlightedRow: number | undefined;
   private hovered: Cell | undefined;
+  /** Zoomable views: magnification over the fitted map, and the first row/column in view. */
+  private zoom = 1;
+  private originRow = 0;
+  private originCol = 0;
+  private mapSide = 0;
+  private drag: { x: number; y: number; row: number; col: number; moved: boolean } | undefined;
+  /** The labels of the last render. */
+  labels: DrawnLabel[] = [];
+  /** Called after every zoomable render (zoom or pan changed). */
+  onViewChange: (() => void) | undefined;
 
   constructor(handlers: Handlers) {
     this.element.className = 'matrix';
+    this.element.addEventListener('wheel', (event) => {
+      if (!this.data?.zoomable) return;
+      event.preventDefault();
+      const bounds = this.element.getBoundingClientRect();
+      this.zoomBy(Math.exp(-event.deltaY * (event.ctrlKey ? 0.01 : 0.0025)), event.clientX - bounds.left - this.left, event.clientY - bounds.top);
+    }, { passive: false });
+    this.element.addEventListener('pointerdown', (event) => {
+      if (!this.data?.zoomable || this.zoom === 1) return;
+      this.drag = { x: event.clientX, y: event.clientY, row: this.originRow, col: this.originCol, moved: false };
+      this.element.setPointerCapture(event.pointerId);
+    });
+    this.element.addEventListener('pointermove', (event) => {
+      const drag = this.drag;
+      if (!drag) return;
+      const dx = event.clientX - drag.x;
+      const dy = event.clientY - drag.y;
+      if (!drag.moved && Math.hypot(dx, dy) < 4) return;
+      drag.moved = true;
+      this.panTo(drag.row - dy / this.cellHeight, drag.col - dx / this.cellWidth);
+    });
+    const endDrag = () => {
+      // A drag is not a click: the click that follows it is swallowed.
+      if (this.drag?.moved) this.element.addEventListener('click', (event) => event.stopImmediatePropagation(), { capture: true, once: true });
+      this.drag = undefined;
+    };
+    this.element.addEventListener('pointerup', endDrag);
+    this.element.addEventListener('pointercancel', endDrag);
+    this.element.addEventListener('keydown', (event) => {
+      if (!this.data?.zoomable) return;
+      const page = this.mapSide / this.cellWidth / 4;
+      const actions: Record<string, () => void> = {
+        '+': () => this.zoomBy(1.5),
+        '=': () => this.zoomBy(1.5),
+        '-': () => this.zoomBy(1 / 1.5),
+        '0': () => this.resetView(),
+        ArrowUp: () => this.panTo(this.originRow - page, this.originCol),
+        ArrowDown: () => this.panTo(this.originRow + page, this.originCol),
+        ArrowLeft: () => this.panTo(this.originRow, this.originCol - page),
+        ArrowRight: () => this.panTo(this.originRow, this.originCol + page),
+      };
+      const action = actions[event.key];
+      if (!action) return;
+      event.preventDefault();
+      action();
+    });
     this.element.addEventListener('mousemove', (event) => {
       const cell = this.cellAt(event);
       if (!cell) return this.leave(handlers);
@@ -79,6 +153,48 @@ export class MatrixCanvas {
     this.render();
   }
 
+  /** Zooms by `factor` about the point (`x`, `y`) of the map (CSS px; default: its centre). */
+  zoomBy(factor: number, x = this.mapSide / 2, y = this.mapSide / 2): void {
+    const data = this.data;
+    if (!data?.zoomable) return;
+    const base = this.mapSide / data.cols;
+    const maxZoom = Math.max(1, MAX_ZOOM_CELL / base);
+    const zoom = Math.min(maxZoom, Math.max(1, this.zoom * factor));
+    // The cell under the point stays under it.
+    const row = this.originRow + y / this.cellHeight;
+    const col = this.originCol + x / this.cellWidth;
+    this.zoom = zoom;
+    const cell = base * zoom;
+    this.cellWidth = this.cellHeight = cell;
+    this.panTo(row - y / cell, col - x / cell);
+  }
+
+  resetView(): void {
+    this.zoom = 1;
+    this.originRow = this.originCol = 0;
+    this.render();
+  }
+
+  get zoomLevel(): number {
+    return this.zoom;
+  }
+
+  /** Shows `row` (the picked query) if it is out of view. */
+  reveal(row: number): void {
+    if (!this.data?.zoomable || this.zoom === 1) return;
+    const visible = this.mapSide / this.cellHeight;
+    if (row < this.originRow || row >= this.originRow + visible - 1) this.panTo(row - visible / 2, this.originCol);
+  }
+
+  private panTo(row: number, col: number): void {
+    const data = this.data;
+    if (!data) return;
+    const visible = this.mapSide / (this.mapSide / data.cols) / this.zoom;
+    this.originRow = Math.max(0, Math.min(data.rows - visible, row));
+    this.originCol = Math.max(0, Math.min(data.cols - visible, col));
+    this.render();
+  }
+
   highlightRow(row: number | undefined): void {
     this.highlightedRow = row;
     this.render();
@@ -95,14 +211,18 @@ export class MatrixCanvas {
   private cellAt(event: MouseEvent): Cell | undefined {
     if (!this.data) return undefined;
     const bounds = this.element.getBoundingClientRect();
-    const col = Math.floor((event.clientX - bounds.left - this.left) / this.cellWidth);
-    const row = Math.floor((event.clientY - bounds.top) / this.cellHeight);
+    const x = event.clientX - bounds.left - this.left;
+    const y = event.clientY - bounds.top;
+    if (this.data.zoomable && (x < 0 || y < 0 || x >= this.mapSide || y >= this.mapSide)) return undefined;
+    const col = Math.floor(x / this.cellWidth + (this.data.zoomable ? this.originCol : 0));
+    const row = Math.floor(y / this.cellHeight + (this.data.zoomable ? this.originRow : 0));
     return row >= 0 && row < this.data.rows && col >= 0 && col < this.data.cols ? { row, col } : undefined;
   }
 
   private render(): void {
     const data = this.data;
     if (!data) return;
+    if (data.zoomable) return this.renderZoomable(data);
     const context = this.element.getContext('2d')!;
     const font = `${FONT_PX}px ${cssVar('--font-mono')}`;
     context.font = font;
@@ -164,5 +284,95 @@ export class MatrixCanvas {
       const { row, col } = this.hovered;
       context.strokeRect(this.left + col * cellWidth + 0.75, row * cellHeight + 0.75, cellWidth - 1.5, cellHeight - 1.5);
     }
+  }
+
+  /** The square zoomable view: the cells in view, and labels for as many of them as fit. */
+  private renderZoomable(data: MatrixData): void {
+    const context = this.element.getContext('2d')!;
+    const font = `${FONT_PX}px ${cssVar('--font-mono')}`;
+    context.font = font;
+    const rowLabels = data.rowLabels.map(shorten);
+    const colLabels = data.colLabels.map((label) => (label === undefined ? undefined : shorten(label)));
+    const widest = (labels: (string | undefined)[]) => Math.max(0, ...labels.map((label) => (label ? context.measureText(label).width : 0)));
+    this.left = Math.ceil(widest(rowLabels)) + GAP;
+    const bottom = Math.ceil(widest(colLabels)) + GAP + 2;
+    const side = Math.max(40, Math.floor(data.width - this.left - 2));
+    this.mapSide = side;
+    const cell = (side / data.cols) * this.zoom;
+    this.cellWidth = this.cellHeight = cell;
+    const visible = side / cell;
+    this.originRow = Math.max(0, Math.min(data.rows - visible, this.originRow));
+    this.originCol = Math.max(0, Math.min(data.cols - visible, this.originCol));
+    const width = this.left + side + 2;
+    const height = side + bottom;
+
+    const ratio = devicePixelRatio || 1;
+    this.element.width = Math.round(width * ratio);
+    this.element.height = Math.round(height * ratio);
+    this.element.style.width = `${width}px`;
+    this.element.style.height = `${height}px`;
+    context.setTransform(ratio, 0, 0, ratio, 0, 0);
+    context.font = font;
+    context.save();
+    context.beginPath();
+    context.rect(this.left, 0, side, side);
+    context.clip();
+    // Cells smaller than a device pixel are averaged; larger ones are crisp squares.
+    context.imageSmoothingEnabled = cell * ratio < 1;
+    context.drawImage(this.image, this.left - this.originCol * cell, -this.originRow * cell, data.cols * cell, data.rows * cell);
+    const accent = cssVar('--accent');
+    const strong = cssVar('--text');
+    context.lineWidth = 1.5;
+    const highlighted = this.highlightedRow !== undefined && this.highlightedRow < data.rows ? this.highlightedRow : undefined;
+    if (highlighted !== undefined) {
+      context.strokeStyle = accent;
+      context.strokeRect(this.left + 0.75, (highlighted - this.originRow) * cell + 0.75, side - 1.5, Math.max(1, cell - 1.5));
+    }
+    if (this.hovered) {
+      context.strokeStyle = strong;
+      const { row, col } = this.hovered;
+      context.strokeRect(this.left + (col - this.originCol) * cell + 0.75, (row - this.originRow) * cell + 0.75, Math.max(1, cell - 1.5), Math.max(1, cell - 1.5));
+    }
+    context.restore();
+
+    // Labels: every `stride`-th row/column in view (the picked row's always, none crowding it), so
+    // neighbours are at least a line apart and never overlap.
+    const muted = cssVar('--text-muted');
+    const labels: DrawnLabel[] = [];
+    const stride = Math.max(1, Math.ceil((FONT_PX + 2) / cell));
+    const first = Math.floor(this.originRow);
+    const last = Math.min(data.rows - 1, Math.ceil(this.originRow + visible) - 1);
+    context.textBaseline = 'middle';
+    context.textAlign = 'right';
+    for (let row = first; row <= last; row++) {
+      const crowds = highlighted !== undefined && row !== highlighted && Math.abs(row - highlighted) < stride;
+      if (crowds || (row % stride !== 0 && row !== highlighted)) continue;
+      const y = (row - this.originRow + 0.5) * cell;
+      if (y < FONT_PX / 2 - 1 || y > side - FONT_PX / 2 + 1) continue;
+      const text = rowLabels[row]!;
+      const textWidth = context.measureText(text).width;
+      context.fillStyle = row === highlighted ? accent : row === this.hovered?.row ? strong : muted;
+      context.fillText(text, this.left - GAP, y);
+      labels.push({ axis: 'row', index: row, text, x: this.left - GAP - textWidth, y: y - FONT_PX / 2, width: textWidth, height: FONT_PX });
+    }
+    context.save();
+    context.rotate(-Math.PI / 2);
+    const firstCol = Math.floor(this.originCol);
+    const lastCol = Math.min(data.cols - 1, Math.ceil(this.originCol + visible) - 1);
+    for (let col = firstCol; col <= lastCol; col++) {
+      const text = colLabels[col];
+      if (text === undefined || col % stride !== 0) continue;
+      const x = this.left + (col - this.originCol + 0.5) * cell;
+      if (x < this.left + FONT_PX / 2 - 1 || x > this.left + side - FONT_PX / 2 + 1) continue;
+      const textWidth = context.measureText(text).width;
+      context.fillStyle = col === this.hovered?.col ? strong : muted;
+      context.fillText(text, -(side + GAP), x);
+      labels.push({ axis: 'col', index: col, text, x: x - FONT_PX / 2, y: side + GAP, width: FONT_PX, height: textWidth });
+    }
+    context.restore();
+    this.labels = labels;
+    // For tests and tools: what the canvas shows as text.
+    Object.assign(this.element, { drawnLabels: labels, zoomLevel: this.zoom });
+    this.onViewChange?.();
   }
 }

@@ -25,6 +25,9 @@ export interface Loading {
   fraction: number | undefined;
 }
 
+/** How the head detail shows the open head: its map, lines, the picked query's row as bars, or a table. */
+export type DetailView = 'map' | 'lines' | 'row' | 'table';
+
 export interface HeadRef {
   layer: number;
   head: number;
@@ -46,7 +49,13 @@ export interface State {
   /** Query position picked on a token chip; its row is highlighted everywhere. */
   query: number | undefined;
   head: HeadRef;
-  /** Attention colour scale: `sqrt` lifts small weights out of the dark. */
+  detailView: DetailView;
+  /** The LayerNorm panel as heat strips or as a table of numbers. */
+  normTable: boolean;
+  /** `?model=` named a model the server does not list (the page says so and offers the list). */
+  missingModel: string | undefined;
+  /** Attention colour scale: `rest` spans each head's range without the first key (the sink),
+   * `sqrt` lifts small weights out of the dark, `linear` is 0..1. */
   attentionScale: AttentionScale;
   sampling: SamplingParams;
   generating: boolean;

@@ -1,21 +1,38 @@
-// One head up close: the attention map with token labels on both axes and the weight under the
-// pointer, or the same head as lines from queries to keys. Follows the head picked in the grid
-// and the query picked anywhere.
-import { weight } from '../analysis.ts';
+// One head up close, four ways: the attention map with token labels on both axes (zoom with the
+// wheel, a pinch or + − 0, pan by dragging or with the arrow keys; hover: the weight), lines from
+// queries to keys, the picked query's row as a labelled bar strip (readable at any length), and a
+// table of every query's strongest keys. Follows the head picked in the grid and the query
+// picked anywhere; every canvas has a text alternative.
+import { strongestKeys, weight, type Analysis } from '../analysis.ts';
 import { paintAttention } from '../attention-paint.ts';
 import { sequentialMap } from '../colormap.ts';
-import { h, onWidthChange, tokenText } from '../dom.ts';
+import { formatPercent, h, onWidthChange, tokenText } from '../dom.ts';
 import { MatrixCanvas } from '../matrix-canvas.ts';
-import { touched, type Store } from '../store.ts';
+import { downloadCanvas, downloadCsv, exportButton, howTo } from '../panel-tools.ts';
+import { touched, type DetailView, type State, type Store } from '../store.ts';
 import { hideTooltip, showTooltip } from '../tooltip.ts';
 import { AttentionLines } from './attention-lines.ts';
 
-type Mode = 'map' | 'lines';
-const MAX_CELL = 36;
+const VIEWS: [DetailView, string, string][] = [
+  ['map', 'Map', 'The head’s whole attention map'],
+  ['lines', 'Lines', 'Lines from each query to the keys it reads'],
+  ['row', 'Query row', 'The picked token’s weights over every key, as bars'],
+  ['table', 'Table', 'Every query’s strongest keys, as a table'],
+];
+
+/** Share of the weight, averaged over queries after the first, that goes to the first key: above
+ * this the panel explains the attention sink. */
+const SINK_SHARE = 0.4;
+
+function sinkShare(pattern: Float32Array, t: number, head: number): number {
+  if (t < 3) return 0;
+  let sum = 0;
+  for (let q = 1; q < t; q++) sum += weight(pattern, t, head, q, 0);
+  return sum / (t - 1);
+}
 
 export function mountAttentionDetail(root: HTMLElement, store: Store): void {
-  let mode: Mode = 'map';
-  const title = h('h2', {});
+  const title = h('h2', { id: 'detail-title' });
   const step = (delta: number) => {
     const info = store.state.model?.engine.info;
     if (!info) return;
@@ -23,10 +40,26 @@ export function mountAttentionDetail(root: HTMLElement, store: Store): void {
     const index = (store.state.head.layer * info.nHead + store.state.head.head + delta + total) % total;
     store.set({ head: { layer: Math.floor(index / info.nHead), head: index % info.nHead } });
   };
-  const tab = (value: Mode, label: string) =>
-    h('button', { type: 'button', class: 'tab', 'data-mode': value, onclick: () => ((mode = value), render()) }, label);
-  const tabs = h('div', { class: 'tabs', role: 'tablist' }, tab('map', 'Map'), tab('lines', 'Lines'));
-  const body = h('div', { class: 'detail-body', 'data-testid': 'attention-detail' });
+  const tab = ([value, label, description]: (typeof VIEWS)[number]) =>
+    h('button', { type: 'button', class: 'tab', role: 'tab', 'data-mode': value, title: description, onclick: () => store.set({ detailView: value }) }, label);
+  const tabs = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Show the head as' }, ...VIEWS.map(tab));
+  const body = h('div', { class: 'detail-body', 'data-testid': 'attention-detail', role: 'tabpanel', 'aria-labelledby': 'detail-title', tabindex: 0 });
+  const zoomOut = h('button', { type: 'button', class: 'quiet', 'aria-label': 'Zoom out', title: 'Zoom out (−)', onclick: () => map.zoomBy(1 / 1.5) }, '−');
+  const zoomIn = h('button', { type: 'button', class: 'quiet', 'aria-label': 'Zoom in', title: 'Zoom in (+); wheel or pinch on the map', onclick: () => map.zoomBy(1.5) }, '+');
+  const zoomFit = h('button', { type: 'button', class: 'quiet', 'aria-label': 'Fit the whole map', title: 'Fit the whole map (0)', onclick: () => map.resetView() }, 'Fit');
+  const zoomBar = h('div', { class: 'zoom', role: 'group', 'aria-label': 'Zoom' }, zoomOut, zoomIn, zoomFit);
+  const sinkNote = h('p', { class: 'sink-note', 'data-testid': 'sink-note', hidden: true });
+  const help = howTo(
+    'detail',
+    'Each row is a query: the token doing the looking. Each column is a key: a token it can read. Only the lower-left triangle exists (causal attention: no token sees the future). The colour of a cell is the weight the query gives that key; each row adds up to 1, so a weight is “the share of this token’s attention”.',
+    'Zoom with the wheel, a pinch, the + − buttons or the + − 0 keys on the focused map; drag or use the arrow keys to pan. “Query row” lists one token’s weights over every key, which stays readable for long prompts.',
+  );
+  const png = exportButton('PNG', 'Download this head’s view as PNG', () => {
+    const { head } = store.state;
+    const canvas = body.querySelector('canvas');
+    if (canvas) downloadCanvas(`gptlens-L${head.layer}H${head.head}.png`, canvas);
+  });
+  const csv = exportButton('CSV', 'Download this head’s weights as CSV (rows: queries, columns: keys)', () => exportCsv(store.state));
   root.append(
     h(
       'header',
@@ -36,7 +69,13 @@ export function mountAttentionDetail(root: HTMLElement, store: Store): void {
       h('button', { type: 'button', class: 'quiet', 'aria-label': 'Next head', onclick: () => step(1) }, '›'),
       h('span', { class: 'spacer' }),
       tabs,
+      zoomBar,
+      png,
+      csv,
+      help.toggle,
     ),
+    help.note,
+    sinkNote,
     body,
   );
 
@@ -52,43 +91,161 @@ export function mountAttentionDetail(root: HTMLElement, store: Store): void {
     leave: hideTooltip,
     click: ({ row }) => pick(row),
   });
+  map.element.tabIndex = 0;
+  map.element.setAttribute('role', 'img');
+  map.element.dataset.testid = 'attention-map';
+  const zoomLevel = h('span', { class: 'muted zoom-level', 'aria-live': 'polite' });
+  zoomBar.append(zoomLevel);
+  map.onViewChange = () => {
+    zoomLevel.textContent = map.zoomLevel > 1.01 ? `${map.zoomLevel.toFixed(1)}×` : '';
+  };
   const lines = new AttentionLines(pick);
+  lines.element.setAttribute('role', 'img');
 
   const render = () => {
-    const { analysis, head, query, theme, attentionScale } = store.state;
+    const state = store.state;
+    const { analysis, head, query, theme, attentionScale, detailView } = state;
     title.textContent = `Layer ${head.layer} · Head ${head.head}`;
-    for (const button of tabs.children) button.setAttribute('aria-selected', String((button as HTMLElement).dataset.mode === mode));
+    for (const button of tabs.children) button.setAttribute('aria-selected', String((button as HTMLElement).dataset.mode === detailView));
+    zoomBar.hidden = detailView !== 'map';
     if (!analysis || !analysis.attention[head.layer]) {
+      sinkNote.hidden = true;
       body.replaceChildren(h('p', { class: 'empty-note' }, 'Type a prompt to see this head.'));
       return;
     }
     const pattern = analysis.attention[head.layer]!;
     const t = analysis.tokens.length;
+    const share = sinkShare(pattern, t, head.head);
+    sinkNote.hidden = share < SINK_SHARE;
+    sinkNote.textContent = `This head gives ${formatPercent(share)} of its attention, on average, to the first token “${tokenText(analysis.labels[0]!)}”. That is the attention sink: a head with nothing useful to read parks its weight on the first position, whose content barely changes the output. The colour scale leaves it out unless you choose “linear” or “√ weight”.`;
     const width = body.clientWidth;
-    if (mode === 'lines') {
+    const summary = describeMap(analysis, state);
+    if (detailView === 'lines') {
+      lines.element.setAttribute('aria-label', `Lines of ${summary}`);
       lines.draw({ labels: analysis.labels, pattern, head: head.head, query }, width);
       if (body.firstChild !== lines.element) body.replaceChildren(lines.element);
       return;
     }
+    if (detailView === 'row') {
+      body.replaceChildren(queryRow(analysis, state));
+      return;
+    }
+    if (detailView === 'table') {
+      body.replaceChildren(strongestTable(analysis, state));
+      return;
+    }
     const colors = sequentialMap(theme);
+    map.element.setAttribute('aria-label', `Attention map of ${summary}. Keys: + and − zoom, arrows pan, 0 fits.`);
     map.setData(
       {
         rows: t,
         cols: t,
         width,
-        maxCell: MAX_CELL,
+        maxCell: 36,
         cellHeight: undefined,
         rowLabels: analysis.labels,
         colLabels: analysis.labels,
         paint: (image) => paintAttention(image, pattern, t, head.head, colors, attentionScale),
+        zoomable: true,
       },
       query,
     );
+    if (query !== undefined) map.reveal(query);
     if (body.firstChild !== map.element) body.replaceChildren(map.element);
   };
 
   onWidthChange(body, render);
   store.subscribe((_, changed) => {
-    if (touched(changed, 'analysis', 'head', 'query', 'theme', 'attentionScale', 'model')) render();
+    if (touched(changed, 'analysis', 'head', 'query', 'theme', 'attentionScale', 'model', 'detailView')) render();
   });
+}
+
+/** "layer 1, head 2, 12 tokens (rows: queries, columns: keys); strongest weights: …". */
+function describeMap(analysis: Analysis, { head, query }: Readonly<State>): string {
+  const t = analysis.tokens.length;
+  const pattern = analysis.attention[head.layer]!;
+  const label = (i: number) => `${i} “${tokenText(analysis.labels[i]!)}”`;
+  // The five largest, in one pass (a 512-token map has 130 000 weights).
+  const strongest: { q: number; k: number; w: number }[] = [];
+  for (let q = 1; q < t; q++) {
+    for (let k = 1; k <= q; k++) {
+      const w = weight(pattern, t, head.head, q, k);
+      if (strongest.length === 5 && w <= strongest[4]!.w) continue;
+      strongest.push({ q, k, w });
+      strongest.sort((a, b) => b.w - a.w);
+      if (strongest.length > 5) strongest.pop();
+    }
+  }
+  const q = query ?? t - 1;
+  const row = strongestKeys(pattern, t, head.head, q, 3).map(({ key, weight: w }) => `${label(key)} ${formatPercent(w)}`);
+  return (
+    `layer ${head.layer}, head ${head.head}, ${t} tokens (rows: queries, columns: keys). ` +
+    `Query ${label(q)} reads most ${row.join(', ')}. ` +
+    (strongest.length ? `Strongest weights off the first token: ${strongest.map(({ q: a, k, w }) => `${label(a)} → ${label(k)} ${formatPercent(w)}`).join('; ')}.` : '')
+  );
+}
+
+/** The picked (else last) query's weight on every key, as a table of labelled bars. */
+function queryRow(analysis: Analysis, { head, query }: Readonly<State>): HTMLElement {
+  const t = analysis.tokens.length;
+  const q = query ?? t - 1;
+  const pattern = analysis.attention[head.layer]!;
+  const weights = Array.from({ length: q + 1 }, (_, k) => weight(pattern, t, head.head, q, k));
+  const top = Math.max(...weights);
+  const ranked = new Set(strongestKeys(pattern, t, head.head, q, 3).map(({ key }) => key));
+  return h(
+    'table',
+    { class: 'query-row-table', 'data-testid': 'query-row' },
+    h('caption', {}, `Query ${q} “${tokenText(analysis.labels[q]!)}”: its weight on each key${query === undefined ? ' (the last token; pick another on the chips)' : ''}. Bars are scaled to the largest weight.`),
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'key'), h('th', { scope: 'col' }, 'token'), h('th', { scope: 'col' }, 'weight'), h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'bar')))),
+    h(
+      'tbody',
+      {},
+      ...weights.map((w, k) =>
+        h(
+          'tr',
+          { class: ranked.has(k) ? 'strong' : undefined },
+          h('td', { class: 'num' }, String(k)),
+          h('td', { class: 'token' }, tokenText(analysis.labels[k]!)),
+          h('td', { class: 'num' }, w.toFixed(4)),
+          h('td', { class: 'bar-cell', 'aria-hidden': 'true' }, h('span', { class: 'bar', style: `width: ${((w / top) * 100).toFixed(1)}%` })),
+        ),
+      ),
+    ),
+  );
+}
+
+/** For every query: its three strongest keys and their weights. */
+function strongestTable(analysis: Analysis, { head, query }: Readonly<State>): HTMLElement {
+  const t = analysis.tokens.length;
+  const pattern = analysis.attention[head.layer]!;
+  const cell = (entries: { key: number; weight: number }[], i: number) => {
+    const entry = entries[i];
+    return h('td', {}, entry ? `${entry.key} “${tokenText(analysis.labels[entry.key]!)}” ${formatPercent(entry.weight)}` : '');
+  };
+  return h(
+    'table',
+    { class: 'strongest-table', 'data-testid': 'head-table' },
+    h('caption', {}, `Layer ${head.layer}, head ${head.head}: each query’s three strongest keys`),
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'query'), h('th', { scope: 'col' }, '1st key'), h('th', { scope: 'col' }, '2nd'), h('th', { scope: 'col' }, '3rd'))),
+    h(
+      'tbody',
+      {},
+      ...analysis.labels.map((label, q) => {
+        const entries = strongestKeys(pattern, t, head.head, q, 3);
+        return h('tr', { class: q === query ? 'picked' : undefined }, h('th', { scope: 'row' }, `${q} “${tokenText(label)}”`), cell(entries, 0), cell(entries, 1), cell(entries, 2));
+      }),
+    ),
+  );
+}
+
+function exportCsv({ analysis, head }: Readonly<State>): void {
+  if (!analysis) return;
+  const t = analysis.tokens.length;
+  const pattern = analysis.attention[head.layer]!;
+  const rows: (string | number)[][] = [['query', 'token', ...analysis.labels.map((label, k) => `${k}:${label}`)]];
+  for (let q = 0; q < t; q++) {
+    rows.push([q, analysis.labels[q]!, ...Array.from({ length: t }, (_, k) => (k <= q ? weight(pattern, t, head.head, q, k) : ''))]);
+  }
+  downloadCsv(`gptlens-L${head.layer}H${head.head}.csv`, rows);
 }

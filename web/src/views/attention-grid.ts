@@ -2,13 +2,20 @@
 // head's causal attention map at one pixel per token pair, scaled up by CSS without smoothing.
 // Only canvases on screen are painted (an IntersectionObserver tracks them), so a 30 × 9 model
 // redraws what is visible within the frame and paints the rest as they scroll into view. The
-// picked query row is a CSS overlay: moving it repaints nothing.
+// picked query row is a CSS overlay: moving it repaints nothing. Long prompts are max-pooled to
+// at most THUMBNAIL pixels a side (each pixel the largest weight of its block), so a strong weight
+// never disappears. Arrow keys move through the grid, Enter opens a head; the layer and head
+// labels stay in view while the grid scrolls.
 import type { Analysis } from '../analysis.ts';
-import { paintAttention } from '../attention-paint.ts';
+import { paintAttention, paintPooled, pooledSize } from '../attention-paint.ts';
 import { sequentialMap } from '../colormap.ts';
-import { h } from '../dom.ts';
-import { touched, type Store } from '../store.ts';
-import { colorbar } from './legend.ts';
+import { cssVar, formatPercent, h, tokenText } from '../dom.ts';
+import { downloadCanvas, exportButton, howTo, rovingFocus, setRovingStop } from '../panel-tools.ts';
+import { touched, type State, type Store } from '../store.ts';
+import { colorbar, scaleNote } from './legend.ts';
+
+/** Largest thumbnail side in canvas pixels; longer prompts are max-pooled down to it. */
+const THUMBNAIL = 96;
 
 interface HeadCell {
   layer: number;
@@ -24,17 +31,29 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
   const scaleToggle = h(
     'select',
     {
-      'aria-label': 'Colour scale',
-      onchange: () => store.set({ attentionScale: scaleToggle.value === 'sqrt' ? 'sqrt' : 'linear' }),
+      'data-testid': 'attention-scale',
+      onchange: () => store.set({ attentionScale: scaleToggle.value === 'sqrt' ? 'sqrt' : scaleToggle.value === 'linear' ? 'linear' : 'rest' }),
     },
-    h('option', { value: 'linear' }, 'linear'),
+    h('option', { value: 'rest' }, 'without first token'),
+    h('option', { value: 'linear' }, 'linear 0–1'),
     h('option', { value: 'sqrt' }, '√ weight'),
   );
+  scaleToggle.title = 'Colour scale. “without first token”: each head’s colours span its largest weight on any key but the first (the attention sink, which then saturates)';
   const legend = h('div', { class: 'legend' });
-  const grid = h('div', { class: 'head-grid', 'data-testid': 'attention-grid' });
+  const legendNote = h('p', { class: 'muted legend-note', 'data-testid': 'scale-note' });
+  const grid = h('div', { class: 'head-grid', 'data-testid': 'attention-grid', role: 'grid', 'aria-label': 'Attention heads: arrow keys move, Enter opens a head' });
+  rovingFocus(grid, 'button.head', () => store.state.model?.engine.info.nHead ?? 1);
   const scroller = h('div', { class: 'head-grid-scroll' }, grid);
+  const help = howTo(
+    'grid',
+    'One small map per attention head: rows are layers (L0 is the first), columns are heads. In each map a row is a query token and a column a key token it can read; only the lower-left triangle exists, because a token cannot look at tokens after it.',
+    'Bright (dark, in the light theme) means much weight: each row’s weights add up to 1. Long prompts are shrunk by keeping the largest weight of each block. Open a head (click, or arrow keys and Enter) to see it up close.',
+  );
+  const png = exportButton('PNG', 'Download the attention grid as PNG', () => exportGrid());
   root.append(
-    h('header', { class: 'panel-head' }, h('h2', {}, 'Attention'), h('span', { class: 'spacer' }), legend, scaleToggle),
+    h('header', { class: 'panel-head' }, h('h2', {}, 'Attention'), h('span', { class: 'spacer' }), legend, h('label', { class: 'inline-label' }, h('span', { class: 'visually-hidden' }, 'Colour scale'), scaleToggle), png, help.toggle),
+    help.note,
+    legendNote,
     scroller,
   );
 
@@ -45,14 +64,17 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
   const paint = (cell: HeadCell, analysis: Analysis) => {
     const t = analysis.tokens.length;
     const { canvas } = cell;
-    if (canvas.width !== t) {
-      canvas.width = t;
-      canvas.height = t;
+    const { size, factor } = pooledSize(t, THUMBNAIL);
+    if (canvas.width !== size) {
+      canvas.width = size;
+      canvas.height = size;
     }
     const context = canvas.getContext('2d')!;
-    const image = context.createImageData(t, t);
+    const image = context.createImageData(size, size);
     const { theme, attentionScale } = store.state;
-    paintAttention(image, analysis.attention[cell.layer]!, t, cell.head, sequentialMap(theme), attentionScale);
+    const colors = sequentialMap(theme);
+    if (factor === 1) paintAttention(image, analysis.attention[cell.layer]!, t, cell.head, colors, attentionScale);
+    else paintPooled(image, analysis.attention[cell.layer]!, t, cell.head, factor, colors, attentionScale);
     context.putImageData(image, 0, 0);
     cell.stale = false;
   };
@@ -79,17 +101,21 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
   const build = (nLayer: number, nHead: number) => {
     observer.disconnect();
     grid.style.setProperty('--heads', String(nHead));
-    const headLabels = Array.from({ length: nHead }, (_, head) => h('span', { class: 'axis-label' }, `H${head}`));
+    const headLabels = Array.from({ length: nHead }, (_, head) =>
+      h('span', { class: 'axis-label head-label', role: 'columnheader', title: `Head ${head} of every layer` }, `H${head}`),
+    );
     cells = [];
     cellOf.clear();
     const rows = Array.from({ length: nLayer }, (_, layer) => {
       const row = Array.from({ length: nHead }, (_, head) => {
-        const canvas = h('canvas', { width: 1, height: 1 });
+        const canvas = h('canvas', { width: 1, height: 1, 'aria-hidden': 'true' });
         const button = h(
           'button',
           {
             type: 'button',
             class: 'head',
+            role: 'gridcell',
+            tabindex: -1,
             title: `Layer ${layer}, head ${head}`,
             'aria-label': `Layer ${layer} head ${head}`,
             onclick: () => store.set({ head: { layer, head } }),
@@ -102,9 +128,14 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
         cellOf.set(button, cell);
         return button;
       });
-      return [h('span', { class: 'axis-label layer-label' }, `L${layer}`), ...row];
+      return h(
+        'div',
+        { class: 'grid-row', role: 'row' },
+        h('span', { class: 'axis-label layer-label', role: 'rowheader', title: `Layer ${layer}: ${layer === 0 ? 'the first' : `the ${layer + 1}th`} block` }, `L${layer}`),
+        ...row,
+      );
     });
-    grid.replaceChildren(h('span', {}), ...headLabels, ...rows.flat());
+    grid.replaceChildren(h('div', { class: 'grid-row grid-head', role: 'row' }, h('span', { class: 'axis-label corner' }), ...headLabels), ...rows);
     for (const cell of cells) observer.observe(cell.button);
   };
 
@@ -117,9 +148,12 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
       }
     }
     if (touched(changed, 'theme', 'attentionScale')) {
-      legend.replaceChildren(colorbar(sequentialMap(state.theme), '0', '1'));
+      const rest = state.attentionScale === 'rest';
+      legend.replaceChildren(colorbar(sequentialMap(state.theme), '0', rest ? 'max*' : '1'));
+      legendNote.textContent = scaleNote(state.attentionScale);
       scaleToggle.value = state.attentionScale;
     }
+    if (touched(changed, 'analysis', 'query', 'model')) describeCells(state);
     if (touched(changed, 'analysis', 'theme', 'attentionScale', 'model')) {
       for (const cell of cells) cell.stale = true;
       grid.classList.toggle('empty', !state.analysis);
@@ -133,8 +167,63 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
     }
     if (touched(changed, 'head', 'model')) {
       for (const cell of cells) {
-        cell.button.classList.toggle('selected', cell.layer === state.head.layer && cell.head === state.head.head);
+        const selected = cell.layer === state.head.layer && cell.head === state.head.head;
+        cell.button.classList.toggle('selected', selected);
+        cell.button.setAttribute('aria-selected', String(selected));
       }
+      const buttons = cells.map((cell) => cell.button);
+      const focused = buttons.find((button) => button === document.activeElement);
+      setRovingStop(buttons, focused ?? buttons.find((button) => button.classList.contains('selected')));
     }
   });
+
+  /** Each head's accessible name says where the query (picked, else last) looks most. */
+  function describeCells({ analysis, query }: Readonly<State>): void {
+    for (const cell of cells) {
+      const name = `Layer ${cell.layer} head ${cell.head}`;
+      const pattern = analysis?.attention[cell.layer];
+      if (!analysis || !pattern) {
+        cell.button.setAttribute('aria-label', name);
+        continue;
+      }
+      const t = analysis.tokens.length;
+      const q = query ?? t - 1;
+      // The strongest key in one pass (270 heads on every keystroke).
+      let top: { key: number; weight: number } | undefined;
+      const row = (cell.head * t + q) * t;
+      for (let key = 0; key <= q; key++) if (!top || pattern[row + key]! > top.weight) top = { key, weight: pattern[row + key]! };
+      cell.button.setAttribute('aria-label', top ? `${name}: “${tokenText(analysis.labels[q]!)}” attends most to “${tokenText(analysis.labels[top.key]!)}” (${formatPercent(top.weight)})` : name);
+    }
+  }
+
+  /** The whole grid, labels included, as one PNG (every head painted, on screen or not). */
+  function exportGrid(): void {
+    const { analysis, model } = store.state;
+    if (!analysis || !model) return;
+    const { nLayer, nHead } = model.engine.info;
+    for (const cell of cells) if (cell.stale) paint(cell, analysis);
+    const side = 96;
+    const gap = 6;
+    const left = 36;
+    const top = 20;
+    const canvas = h('canvas', { width: left + nHead * (side + gap), height: top + nLayer * (side + gap) });
+    const context = canvas.getContext('2d')!;
+    context.fillStyle = cssVar('--panel');
+    context.fillRect(0, 0, canvas.width, canvas.height);
+    context.fillStyle = cssVar('--text-muted');
+    context.font = `11px ${cssVar('--font-mono')}`;
+    context.textBaseline = 'middle';
+    context.imageSmoothingEnabled = false;
+    for (let head = 0; head < nHead; head++) context.fillText(`H${head}`, left + head * (side + gap) + side / 2 - 8, top / 2);
+    for (const cell of cells) {
+      const x = left + cell.head * (side + gap);
+      const y = top + cell.layer * (side + gap);
+      if (cell.head === 0) context.fillText(`L${cell.layer}`, 4, y + side / 2);
+      context.fillStyle = cssVar('--map-bg');
+      context.fillRect(x, y, side, side);
+      context.drawImage(cell.canvas, x, y, side, side);
+      context.fillStyle = cssVar('--text-muted');
+    }
+    downloadCanvas('gptlens-attention-grid.png', canvas);
+  }
 }

@@ -6,6 +6,7 @@ import { Colormap, divergingMap, sequentialMap } from '../colormap.ts';
 import { h, onWidthChange, tokenText } from '../dom.ts';
 import { lineChart } from '../line-chart.ts';
 import { MatrixCanvas } from '../matrix-canvas.ts';
+import { downloadCanvas, downloadCsv, downloadSvg, exportButton, howTo } from '../panel-tools.ts';
 import { touched, type State, type Store } from '../store.ts';
 import { hideTooltip, showTooltip } from '../tooltip.ts';
 import { colorbar } from './legend.ts';
@@ -13,14 +14,20 @@ import { colorbar } from './legend.ts';
 type Statistic = 'scale' | 'mean';
 type Normalise = 'site' | 'shared';
 
-/** Where a value falls in [0, 1] for colouring: per site (column) or across all sites. */
+/**
+ * Where a value falls in [0, 1] for colouring: per site (column) or across all sites. The ranges
+ * leave out the first token (when there are others): its scale is often hundreds of times the
+ * rest (the attention sink) and would leave every other cell pale; it saturates instead.
+ */
 function colorPositions(analysis: Analysis, statistic: Statistic, normalise: Normalise): (site: number, token: number) => number {
   const values = (site: NormSite) => (statistic === 'scale' ? site.scale.map(Math.log) : site.mean!);
   const columns = analysis.norms.map(values);
-  const range = (column: Float32Array) =>
-    statistic === 'scale'
+  const range = (all: Float32Array) => {
+    const column = all.length > 1 ? all.subarray(1) : all;
+    return statistic === 'scale'
       ? { low: Math.min(...column), high: Math.max(...column) }
       : { low: -Math.max(...column.map(Math.abs)), high: Math.max(...column.map(Math.abs)) };
+  };
   const ranges = columns.map(range);
   const shared = {
     low: Math.min(...ranges.map((r) => r.low)),
@@ -28,7 +35,7 @@ function colorPositions(analysis: Analysis, statistic: Statistic, normalise: Nor
   };
   return (site, token) => {
     const { low, high } = normalise === 'shared' ? shared : ranges[site]!;
-    return high > low ? (columns[site]![token]! - low) / (high - low) : 0.5;
+    return high > low ? Math.min(1, Math.max(0, (columns[site]![token]! - low) / (high - low))) : 0.5;
   };
 }
 
@@ -47,7 +54,6 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
   const normaliseSelect = h(
     'select',
     {
-      'aria-label': 'Colour range',
       onchange: () => {
         normalise = normaliseSelect.value === 'shared' ? 'shared' : 'site';
         render(store.state);
@@ -56,13 +62,43 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     h('option', { value: 'site' }, 'colour per site'),
     h('option', { value: 'shared' }, 'one colour range'),
   );
+  normaliseSelect.title = 'Per site: each column’s colours span its own range; one range: all columns share one. Either way the first token is left out of the range.';
+  const tableToggle = h('button', {
+    type: 'button',
+    class: 'quiet',
+    'data-testid': 'norm-table-toggle',
+    'aria-pressed': 'false',
+    title: 'Show the statistics as a table of numbers',
+    onclick: () => store.set({ normTable: !store.state.normTable }),
+  }, 'Show as table');
+  const heading = h('h2', {}, 'LayerNorm statistics');
   const subtitle = h('span', { class: 'muted' });
+  const legendNote = h('p', { class: 'muted legend-note' });
+  const sinkNote = h('p', { class: 'sink-note', 'data-testid': 'norm-sink-note', hidden: true });
   const strips = h('div', { class: 'ln-strips' });
+  const table = h('div', { class: 'ln-table', 'data-testid': 'norm-table', hidden: true, tabindex: 0 });
   const chartTitle = h('h3', {});
   const charts = h('div', { class: 'ln-charts' });
+  const formulas = h('div', {});
+  const help = howTo(
+    'norms',
+    'Before each attention block (ln1), each MLP (ln2) and the output (final), every token’s vector x is normalised: divided by its scale, then multiplied by learned weights.',
+    formulas,
+    'Rows are tokens, columns the norms in depth order. A large scale means a large residual stream for that token at that depth. Pick a token to follow it through the depth in the chart below.',
+  );
+  const csv = exportButton('CSV', 'Download every token’s statistics at every norm as CSV', () => exportCsv(store.state));
+  const png = exportButton('PNG', 'Download the scale strip as PNG', () => downloadCanvas('gptlens-norm-scale.png', scaleStrip.canvas.element));
+  const svg = exportButton('SVG', 'Download the chart through the depth as SVG', () => {
+    const chart = charts.querySelector('svg');
+    if (chart) downloadSvg('gptlens-norm-depth.svg', chart);
+  });
   root.append(
-    h('header', { class: 'panel-head' }, h('h2', {}, 'LayerNorm statistics'), subtitle, h('span', { class: 'spacer' }), normaliseSelect),
+    h('header', { class: 'panel-head' }, heading, subtitle, h('span', { class: 'spacer' }), h('label', { class: 'inline-label' }, h('span', { class: 'visually-hidden' }, 'Colour range'), normaliseSelect), tableToggle, png, svg, csv, help.toggle),
+    help.note,
+    sinkNote,
+    legendNote,
     strips,
+    table,
     chartTitle,
     charts,
   );
@@ -89,14 +125,16 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
   const meanStrip = strip('mean');
   strips.append(scaleStrip.element, meanStrip.element);
 
-  const drawStrip = (view: ReturnType<typeof strip>, analysis: Analysis, state: Readonly<State>, width: number) => {
+  const drawStrip = (view: ReturnType<typeof strip>, analysis: Analysis, state: Readonly<State>, width: number, rms: boolean) => {
     const { statistic } = view;
     const sites = analysis.norms;
     const t = analysis.tokens.length;
     const colors: Colormap = statistic === 'scale' ? sequentialMap(state.theme) : divergingMap(state.theme);
     const position = colorPositions(analysis, statistic, normalise);
-    view.heading.textContent = statistic === 'scale' ? 'scale  √(var + ε)' : 'mean';
+    view.heading.textContent = statistic === 'scale' ? (rms ? 'scale  √(mean x² + ε)' : 'scale  √(var x + ε)') : 'mean';
     view.legend.replaceChildren(colorbar(colors, statistic === 'scale' ? 'low' : '−', statistic === 'scale' ? 'high (log)' : '+'));
+    view.canvas.element.setAttribute('role', 'img');
+    view.canvas.element.setAttribute('aria-label', describeStrip(analysis, statistic));
     view.canvas.setData(
       {
         rows: t,
@@ -122,19 +160,38 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
   const render = (state: Readonly<State>) => {
     const analysis = state.analysis;
     const rms = analysis !== undefined && analysis.norms.every((site) => site.mean === undefined);
-    subtitle.textContent = rms ? 'RMSNorm: scale = √(mean x² + ε), no mean' : 'per token, at every norm';
+    heading.textContent = rms ? 'RMSNorm statistics' : 'LayerNorm statistics';
+    subtitle.textContent = rms ? 'RMSNorm: scale = √(mean x² + ε), no mean' : 'LayerNorm: scale = √(var x + ε), mean = mean x';
+    formulas.replaceChildren(
+      rms
+        ? h('p', {}, 'This model uses RMSNorm: y = x / √(mean(x²) + ε) · g. The scale is √(mean(x²) + ε), the root mean square of the vector; nothing is subtracted, so there is no mean to show.')
+        : h('p', {}, 'This model uses LayerNorm: y = (x − mean x) / √(var x + ε) · g + b. The mean is the average of the vector’s entries (subtracted first); the scale is √(var x + ε), its standard deviation.'),
+    );
+    legendNote.textContent = `${normalise === 'site' ? 'Each column’s colours span that norm’s own range' : 'All columns share one colour range'}, computed without the first token (which often dwarfs the rest and then shows at full colour).`;
+    tableToggle.setAttribute('aria-pressed', String(state.normTable));
+    tableToggle.textContent = state.normTable ? 'Show as strips' : 'Show as table';
     if (!analysis) {
+      sinkNote.hidden = true;
+      table.hidden = true;
       strips.hidden = true;
       chartTitle.textContent = '';
       charts.replaceChildren(h('p', { class: 'empty-note' }, 'Type a prompt to see the statistics.'));
       return;
     }
-    strips.hidden = false;
-    const width = strips.clientWidth;
-    const stripWidth = rms || width < 720 ? width : (width - 16) / 2;
-    drawStrip(scaleStrip, analysis, state, stripWidth);
-    meanStrip.element.hidden = rms;
-    if (!rms) drawStrip(meanStrip, analysis, state, stripWidth);
+    const ratio = sinkRatio(analysis);
+    sinkNote.hidden = ratio < 5;
+    sinkNote.textContent = `The first token “${tokenText(analysis.labels[0]!)}” has a scale ${ratio.toFixed(0)}× the others’ median at some norms. That is the attention sink: the model blows up the first position’s residual stream so that heads with nothing to read can park their attention there harmlessly.`;
+    strips.hidden = state.normTable;
+    table.hidden = !state.normTable;
+    if (state.normTable) {
+      table.replaceChildren(statisticsTable(analysis, state.query, rms));
+    } else {
+      const width = strips.clientWidth;
+      const stripWidth = rms || width < 720 ? width : (width - 16) / 2;
+      drawStrip(scaleStrip, analysis, state, stripWidth, rms);
+      meanStrip.element.hidden = rms;
+      if (!rms) drawStrip(meanStrip, analysis, state, stripWidth, rms);
+    }
 
     const token = state.query ?? analysis.tokens.length - 1;
     chartTitle.textContent = `Token ${token} “${tokenText(analysis.labels[token]!)}” through the depth`;
@@ -162,11 +219,72 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
           context: others((site) => site.mean!),
           emphasis: analysis.norms.map((site) => site.mean![token]!),
         });
+    const picked = `“${tokenText(analysis.labels[token]!)}”`;
+    const values = analysis.norms.map((site) => `${site.label} ${site.scale[token]!.toPrecision(3)}`).join(', ');
+    scale.setAttribute('aria-label', `Scale of token ${token} ${picked} through the depth (log axis; the other tokens faint): ${values}`);
+    mean?.setAttribute('aria-label', `Mean of token ${token} ${picked} through the depth: ${analysis.norms.map((site) => `${site.label} ${site.mean![token]!.toPrecision(3)}`).join(', ')}`);
     charts.replaceChildren(...[scale, mean].filter((chart) => chart !== null));
   };
 
   onWidthChange(root, () => render(store.state));
   store.subscribe((state, changed) => {
-    if (touched(changed, 'analysis', 'query', 'theme')) render(state);
+    if (touched(changed, 'analysis', 'query', 'theme', 'normTable')) render(state);
   });
+}
+
+/** The largest ratio, over norms, of the first token's scale to the median of the others'. */
+function sinkRatio(analysis: Analysis): number {
+  if (analysis.tokens.length < 3) return 0;
+  let ratio = 0;
+  for (const site of analysis.norms) {
+    const others = [...site.scale.subarray(1)].sort((a, b) => a - b);
+    const median = others[Math.floor(others.length / 2)]!;
+    if (median > 0) ratio = Math.max(ratio, site.scale[0]! / median);
+  }
+  return ratio;
+}
+
+/** Text alternative of a strip: its shape and its extremes. */
+function describeStrip(analysis: Analysis, statistic: Statistic): string {
+  let best = { value: -Infinity, token: 0, site: '' };
+  for (const site of analysis.norms) {
+    const values = statistic === 'scale' ? site.scale : site.mean!;
+    values.forEach((value, token) => {
+      const size = Math.abs(value);
+      if (size > best.value) best = { value: size, token, site: site.label };
+    });
+  }
+  return `${statistic} of ${analysis.tokens.length} tokens (rows) at ${analysis.norms.length} norms (columns). Largest ${statistic === 'scale' ? '' : 'in size '}: token ${best.token} “${tokenText(analysis.labels[best.token]!)}” at ${best.site}, ${best.value.toPrecision(4)}. Use “Show as table” for every number.`;
+}
+
+/** Every token's scale (and mean) at every norm. */
+function statisticsTable(analysis: Analysis, query: number | undefined, rms: boolean): HTMLElement {
+  const sites = analysis.norms;
+  return h(
+    'table',
+    { class: 'numbers' },
+    h('caption', {}, rms ? 'Scale √(mean x² + ε) of each token at each norm' : 'Scale √(var x + ε) / mean of each token at each norm'),
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'token'), ...sites.map((site) => h('th', { scope: 'col' }, site.label)))),
+    h(
+      'tbody',
+      {},
+      ...analysis.labels.map((label, token) =>
+        h(
+          'tr',
+          { class: token === query ? 'picked' : undefined },
+          h('th', { scope: 'row' }, `${token} “${tokenText(label)}”`),
+          ...sites.map((site) => h('td', {}, site.mean ? `${site.scale[token]!.toPrecision(3)} / ${site.mean[token]!.toPrecision(2)}` : site.scale[token]!.toPrecision(3))),
+        ),
+      ),
+    ),
+  );
+}
+
+function exportCsv({ analysis }: Readonly<State>): void {
+  if (!analysis) return;
+  const rows: (string | number)[][] = [['position', 'token', 'site', 'scale', 'mean']];
+  analysis.labels.forEach((label, token) => {
+    for (const site of analysis.norms) rows.push([token, label, site.label, site.scale[token]!, site.mean ? site.mean[token]! : '']);
+  });
+  downloadCsv('gptlens-norms.csv', rows);
 }

@@ -1,4 +1,5 @@
 // A small horizontal colour bar with its end values, for the heat maps' legends.
+import type { AttentionScale } from '../attention-paint.ts';
 import type { Colormap } from '../colormap.ts';
 import { h } from '../dom.ts';
 
@@ -11,4 +12,16 @@ export function colorbar(colors: Colormap, low: string, high: string): HTMLEleme
     h('span', { class: 'colorbar-ramp', style: `background: linear-gradient(to right, ${stops})` }),
     h('span', {}, high),
   );
+}
+
+/** What the attention colours mean under `scale`, for the legend. */
+export function scaleNote(scale: AttentionScale): string {
+  switch (scale) {
+    case 'rest':
+      return '* Colours span 0 to each head’s largest weight on any key but the first token; the first token (the attention sink, which often takes most of the weight) is left out of the range and saturates.';
+    case 'sqrt':
+      return 'Colours follow √weight from 0 to 1, which lifts small weights out of the dark.';
+    default:
+      return 'Colours follow the weight from 0 to 1.';
+  }
 }

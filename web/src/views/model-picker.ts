@@ -78,7 +78,15 @@ export function mountModelPicker(root: HTMLElement, progressRoot: HTMLElement, s
     errorText,
     h('button', { type: 'button', class: 'quiet', 'aria-label': 'Dismiss', onclick: () => store.set({ loadError: undefined }) }, '✕'),
   );
-  progressRoot.append(progress, error);
+  const missingText = h('span', {});
+  const missingList = h('span', { class: 'missing-list' });
+  const missing = h(
+    'div',
+    { class: 'load-error missing-model', role: 'alert', 'data-testid': 'missing-model', hidden: true },
+    h('span', {}, missingText, ' ', missingList),
+    h('button', { type: 'button', class: 'quiet', 'aria-label': 'Dismiss', onclick: () => store.set({ missingModel: undefined }) }, '✕'),
+  );
+  progressRoot.append(progress, error, missing);
 
   // Dropping files anywhere on the page loads them.
   const dropHint = h('div', { class: 'drop-hint', hidden: true }, 'Drop a .gguf, or config.json + .safetensors (+ tokenizer.json)');
@@ -111,6 +119,20 @@ export function mountModelPicker(root: HTMLElement, progressRoot: HTMLElement, s
         progress.classList.toggle('indeterminate', fraction === undefined);
         bar.style.width = fraction === undefined ? '' : `${(fraction * 100).toFixed(1)}%`;
         label.textContent = fraction === undefined ? `${state.loading.label}…` : `${state.loading.label} · ${Math.round(fraction * 100)}%`;
+      }
+    }
+    if (touched(changed, 'missingModel', 'model')) {
+      missing.hidden = state.missingModel === undefined;
+      if (state.missingModel !== undefined) {
+        const showing = state.model ? ` Showing ${state.model.name} instead.` : '';
+        missingText.textContent = catalog.models.length
+          ? `This server has no model “${state.missingModel}”.${showing} Its models:`
+          : `This server has no model “${state.missingModel}” and lists none.`;
+        missingList.replaceChildren(
+          ...catalog.models.map((model) =>
+            h('button', { type: 'button', class: 'link-button', onclick: () => (store.set({ missingModel: undefined }), void loader.load(catalogSource(model))) }, model.id),
+          ),
+        );
       }
     }
     if (touched(changed, 'loadError')) {

@@ -5,6 +5,7 @@
 import type { SamplingParams } from 'gptlens';
 import { formatCount, formatPercent, h, tokenText } from '../dom.ts';
 import type { Live } from '../live.ts';
+import { downloadCsv, exportButton, howTo } from '../panel-tools.ts';
 import { touched, type State, type Store } from '../store.ts';
 
 function slider(label: string, min: number, max: number, step: number, onchange: (value: number) => void) {
@@ -48,7 +49,7 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
     oninput: () => sampling({ topK: Number(topK.value) > 0 ? Math.floor(Number(topK.value)) : undefined }),
   });
   const survivors = h('p', { class: 'muted survivors', 'data-testid': 'survivors' });
-  const list = h('ol', { class: 'candidates' });
+  const list = h('ol', { class: 'candidates', 'aria-label': 'Most probable next tokens: choose one to append it' });
   const count = h('input', { type: 'number', min: 1, max: 512, value: 24, 'aria-label': 'Tokens to generate', class: 'count' });
   const stepButton = h('button', { type: 'button', 'data-testid': 'step', onclick: () => void live.step() }, 'Step');
   const generateButton = h('button', {
@@ -58,8 +59,23 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
     onclick: () => (store.state.generating ? live.stop() : void live.generate(Math.max(1, Number(count.value) || 1))),
   });
   const context = h('span', { class: 'muted' });
+  const help = howTo(
+    'next',
+    'The model’s most probable next tokens. The bar is the model’s own probability; the marker (and the “sampled” column) is the probability sampling uses.',
+    'Temperature divides the logits before the softmax: below 1 sharpens the distribution, above 1 flattens it, 0 always takes the top token. Top-k keeps only the k most probable tokens; top-p keeps the fewest whose probabilities add up to p. What survives is renormalised.',
+    'Choose a token (click, or Tab to it and Enter) to append it; Step samples one; Generate keeps sampling.',
+  );
+  const csv = exportButton('CSV', 'Download the candidates as CSV', () => {
+    const next = store.state.next;
+    if (!next) return;
+    downloadCsv('gptlens-next-token.csv', [
+      ['rank', 'id', 'token', 'model_probability', 'sampled_probability'],
+      ...next.candidates.map((candidate, i) => [i + 1, candidate.id, candidate.label, candidate.prob, candidate.sampled ?? 0]),
+    ]);
+  });
   root.append(
-    h('header', { class: 'panel-head' }, h('h2', {}, 'Next token'), context),
+    h('header', { class: 'panel-head' }, h('h2', {}, 'Next token'), context, h('span', { class: 'spacer' }), csv, help.toggle),
+    help.note,
     h(
       'div',
       { class: 'controls' },
@@ -70,12 +86,20 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
     survivors,
     list,
     h('div', { class: 'actions' }, stepButton, generateButton, h('label', { class: 'inline' }, count, 'tokens')),
-    h('p', { class: 'hint' }, 'Bar: the model’s probability (0–100%). Marker: the probability sampling uses after temperature and filters. Click a token to append it.'),
   );
 
   list.addEventListener('click', (event) => {
     const row = (event.target as Element).closest<HTMLElement>('[data-id]');
     if (row && !store.state.generating) void live.choose(Number(row.dataset.id));
+  });
+  // Up and Down move between candidates.
+  list.addEventListener('keydown', (event) => {
+    const buttons = [...list.querySelectorAll<HTMLButtonElement>('button.candidate')];
+    const index = buttons.indexOf(event.target as HTMLButtonElement);
+    const delta = event.key === 'ArrowDown' ? 1 : event.key === 'ArrowUp' ? -1 : 0;
+    if (index < 0 || delta === 0) return;
+    event.preventDefault();
+    buttons[Math.max(0, Math.min(buttons.length - 1, index + delta))]!.focus();
   });
 
   const renderControls = ({ sampling: params }: Readonly<State>) => {
@@ -95,6 +119,8 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
       survivors.textContent = '';
       return;
     }
+    // A keyboard reader who appended a candidate stays in the list, at the same rank.
+    const focused = [...list.querySelectorAll('button.candidate')].indexOf(document.activeElement as Element);
     const vocab = model.engine.info.vocabSize;
     const kept = `${next.survivorsCapped ? 'at least ' : ''}${formatCount(next.survivors)}`;
     survivors.textContent = `${describe(next.sampling)}: ${kept} of ${formatCount(vocab)} tokens can be sampled`;
@@ -111,7 +137,11 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
       ...next.candidates.map((candidate) =>
         h(
           'li',
+          {},
+          h(
+          'button',
           {
+            type: 'button',
             class: candidate.sampled === undefined ? 'candidate filtered' : 'candidate',
             'data-testid': 'candidate',
             'data-id': candidate.id,
@@ -119,19 +149,27 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
             'data-sampled': candidate.sampled ?? 0,
             title: candidate.sampled === undefined ? 'filtered out by top-k / top-p' : `sampled with probability ${formatPercent(candidate.sampled)}`,
           },
-          h('span', { class: 'candidate-token' }, tokenText(candidate.label)),
-          h('span', { class: 'candidate-id' }, String(candidate.id)),
+          h('span', { class: 'candidate-token' }, h('span', { class: 'visually-hidden' }, 'Append '), tokenText(candidate.label)),
+          h('span', { class: 'candidate-id' }, h('span', { class: 'visually-hidden' }, ', id '), String(candidate.id)),
           h(
             'span',
             { class: 'candidate-bar' },
             h('span', { class: 'bar', style: `width: ${(candidate.prob * 100).toFixed(2)}%` }),
             candidate.sampled === undefined ? null : h('span', { class: 'marker', style: `left: ${(candidate.sampled * 100).toFixed(2)}%` }),
           ),
-          h('span', { class: 'candidate-prob' }, formatPercent(candidate.prob)),
-          h('span', { class: 'candidate-sampled' }, candidate.sampled === undefined ? '—' : formatPercent(candidate.sampled)),
+          h('span', { class: 'candidate-prob' }, h('span', { class: 'visually-hidden' }, ', model '), formatPercent(candidate.prob)),
+          h(
+            'span',
+            { class: 'candidate-sampled' },
+            h('span', { class: 'visually-hidden' }, candidate.sampled === undefined ? ', filtered out ' : ', sampled '),
+            candidate.sampled === undefined ? '—' : formatPercent(candidate.sampled),
+          ),
+          ),
         ),
       ),
     );
+    const buttons = list.querySelectorAll<HTMLButtonElement>('button.candidate');
+    if (focused >= 0 && buttons.length > 0) buttons[Math.min(focused, buttons.length - 1)]!.focus();
   };
 
   store.subscribe((state, changed) => {

@@ -1,8 +1,29 @@
-// The prompt box (every keystroke runs the model) and the tokens it became, as chips with their
-// ids. Clicking a chip picks that position as the query whose row every view highlights.
+// The prompt box (every keystroke runs the model), example prompts one click away, and the tokens
+// it became, as chips with their ids. Clicking a chip (or Enter on it; arrow keys move between
+// chips) picks that position as the query whose row every view highlights.
 import { h, tokenText } from '../dom.ts';
-import type { Live } from '../live.ts';
+import { isWrapped, type Live } from '../live.ts';
+import { howTo, rovingFocus, setRovingStop } from '../panel-tools.ts';
 import { touched, type Store } from '../store.ts';
+
+/** Prompts whose heads are worth a look, from interpretability work. */
+export const EXAMPLES = [
+  {
+    name: 'Indirect object',
+    prompt: 'When Mary and John went to the store, John gave a drink to',
+    about: 'Indirect-object identification: the model should say “Mary”. Look for heads whose last row reads “Mary” but not the repeated “John”.',
+  },
+  {
+    name: 'Induction',
+    prompt: 'Mr and Mrs Dursley of number four, Privet Drive, were proud to say. Mr and Mrs Dursley of number four,',
+    about: 'A repeated sequence: induction heads look from each token of the copy to the token after its earlier occurrence (an off-diagonal stripe).',
+  },
+  {
+    name: 'Factual recall',
+    prompt: 'The Eiffel Tower is located in the city of',
+    about: 'A fact stored in the weights: the next token should be “Paris”.',
+  },
+];
 
 export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
   const box = h('textarea', {
@@ -12,22 +33,37 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
     'aria-label': 'Prompt',
     oninput: () => live.edit(box.value),
   });
-  const summary = h('span', { class: 'muted' });
+  const summary = h('span', { class: 'muted', 'aria-live': 'off' });
   const chat = h('button', {
     type: 'button',
     'data-testid': 'wrap-chat',
     hidden: true,
-    title: "Wrap the prompt in the model's chat template (ChatML), as an instruct model expects",
+    title: "Wrap the prompt in the model's chat template (ChatML), as an instruct model expects (once: a wrapped prompt stays as it is)",
     onclick: () => void live.wrapAsChat(),
   }, 'Wrap as chat');
-  const chips = h('div', { class: 'chips', 'data-testid': 'tokens', role: 'list' });
+  const examples = h(
+    'div',
+    { class: 'examples', role: 'group', 'aria-label': 'Example prompts' },
+    h('span', { class: 'muted' }, 'Try:'),
+    ...EXAMPLES.map(({ name, prompt, about }) =>
+      h('button', { type: 'button', class: 'example', 'data-testid': 'example', title: `${about}\n\n${prompt}`, onclick: () => live.edit(prompt) }, name),
+    ),
+  );
+  const chips = h('ol', { class: 'chips', 'data-testid': 'tokens', 'aria-label': 'Tokens: pick one to follow it as the query' });
+  rovingFocus(chips, '.chip');
   const error = h('p', { class: 'prompt-error', role: 'status', 'data-testid': 'prompt-error', hidden: true });
+  const help = howTo(
+    'prompt',
+    'Every keystroke runs the model. The text becomes tokens (below): a “·” is a space, the small number is the token’s id in the vocabulary.',
+    'Pick a token (click, or Enter; arrow keys move between tokens) to follow it as the query: its row is outlined in every attention map and the LayerNorm strips.',
+  );
   root.append(
-    h('header', { class: 'panel-head' }, h('h2', {}, 'Prompt'), summary, chat),
+    h('header', { class: 'panel-head' }, h('h2', {}, 'Prompt'), summary, h('span', { class: 'spacer' }), chat, help.toggle),
+    help.note,
     box,
+    examples,
     error,
     chips,
-    h('p', { class: 'hint' }, 'Click a token to follow it as the query in every view.'),
   );
 
   chips.addEventListener('click', (event) => {
@@ -37,40 +73,63 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
     store.set({ query: store.state.query === position ? undefined : position });
   });
 
+  const chipButtons = () => [...chips.querySelectorAll<HTMLButtonElement>('.chip')];
   store.subscribe((state, changed) => {
     if (touched(changed, 'prompt') && box.value !== state.prompt) box.value = state.prompt;
     if (touched(changed, 'model') && state.model) {
       const { info } = state.model.engine;
       chat.hidden = !info.hasChatTemplate;
+      examples.hidden = !info.hasTokenizer;
       box.placeholder = info.hasTokenizer ? 'Type a prompt…' : `This model has no tokenizer: type token ids (0–${info.vocabSize - 1})`;
+    }
+    if (touched(changed, 'prompt', 'model') && state.model?.engine.info.hasChatTemplate) {
+      const engine = state.model.engine;
+      void isWrapped(engine, state.prompt).then((wrapped) => {
+        if (store.state.model?.engine === engine) chat.disabled = wrapped;
+      });
     }
     if (touched(changed, 'promptError')) {
       error.hidden = !state.promptError;
       error.textContent = state.promptError ?? '';
     }
-    if (touched(changed, 'analysis', 'query')) {
+    if (touched(changed, 'analysis')) {
       const analysis = state.analysis;
       const count = analysis?.tokens.length ?? 0;
       summary.textContent = analysis
         ? `${count} token${count === 1 ? '' : 's'} · ${analysis.computed} computed, ${count - analysis.computed} reused`
         : '';
+      // Rebuilt chips keep the keyboard focus where it was.
+      const focused = chipButtons().indexOf(document.activeElement as HTMLButtonElement);
       chips.replaceChildren(
-        ...(analysis?.labels ?? []).map((label, position) =>
-          h(
-            'button',
-            {
-              type: 'button',
-              class: 'chip',
-              role: 'listitem',
-              'data-pos': position,
-              'aria-pressed': String(position === state.query),
-              title: `position ${position} · id ${analysis!.tokens[position]}`,
-            },
-            h('span', { class: 'chip-text' }, tokenText(label)),
-            h('span', { class: 'chip-id' }, String(analysis!.tokens[position])),
-          ),
-        ),
+        ...(analysis?.labels ?? []).map((label, position) => {
+          const id = analysis!.tokens[position];
+          return h(
+            'li',
+            {},
+            h(
+              'button',
+              {
+                type: 'button',
+                class: 'chip',
+                'data-pos': position,
+                'aria-pressed': 'false',
+                title: `position ${position} · id ${id}${label.includes(' ') ? ' · “·” is a space' : ''}`,
+              },
+              h('span', { class: 'chip-text' }, tokenText(label)),
+              h('span', { class: 'chip-id' }, String(id)),
+              h('span', { class: 'visually-hidden' }, `, position ${position}`),
+            ),
+          );
+        }),
       );
+      const buttons = chipButtons();
+      if (focused >= 0 && buttons.length > 0) buttons[Math.min(focused, buttons.length - 1)]!.focus();
+    }
+    if (touched(changed, 'analysis', 'query')) {
+      const buttons = chipButtons();
+      for (const button of buttons) button.setAttribute('aria-pressed', String(Number(button.dataset.pos) === state.query));
+      const focused = buttons.find((button) => button === document.activeElement);
+      setRovingStop(buttons, focused ?? (state.query === undefined ? undefined : buttons[state.query]));
     }
   });
 }

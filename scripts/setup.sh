@@ -83,6 +83,13 @@ if ! rustup toolchain list | grep -q "^$NIGHTLY"; then
 fi
 rustup toolchain list | grep -q "^$NIGHTLY" && have THREADS 1 || have THREADS 0
 
+# cargo-fuzz for scripts/fuzz-smoke.sh (it runs on $NIGHTLY).
+CARGO_FUZZ_VERSION=0.13.2
+if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
+  note "installing cargo-fuzz $CARGO_FUZZ_VERSION (cargo install, ~4 min on 2 cores)"
+  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked >&2 || note "cargo-fuzz install failed: the fuzz smoke run will be skipped"
+fi
+
 # npm packages (Vite, Playwright core, binaryen's wasm-opt, …) from the lock file.
 if [ ! -f node_modules/.package-lock.json ] || ! cmp -s package-lock.json target/npm-installed.lock; then
   note "npm ci"

@@ -75,3 +75,9 @@ if [ "$BROWSER" = 1 ] && [ "$WASM" = 1 ] && [ "$WASM_BINDGEN" = 1 ] && [ "$WASM_
 else
   echo "== SKIPPED web page: needs Chromium (BROWSER=$BROWSER) and the wasm build tools (WASM=$WASM WASM_BINDGEN=$WASM_BINDGEN WASM_PACK=$WASM_PACK); see scripts/setup.sh"
 fi
+
+# --- fuzzing (crate/fuzz, issue 16): each cargo-fuzz target for a short while from the committed
+# seeds (ASan, one worker); SKIPPED without the dated nightly and cargo-fuzz. The first run builds
+# the targets (~4.5 min). Long runs: FUZZ_SECONDS=600 bash scripts/fuzz-smoke.sh <target>.
+echo "== fuzz smoke: GGUF reader, safetensors + config.json, tokenizer.json, BPE encoding, sampler"
+FUZZ_SECONDS=${FUZZ_SECONDS:-10} bash scripts/fuzz-smoke.sh

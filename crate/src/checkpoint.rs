@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::formats::limits::Budget;
 use crate::formats::{gguf::GgufFile, gguf_config, hf_config, safetensors::SafetensorsFile};
 use crate::model::{Model, Weights};
 use crate::tokenizer::Tokenizer;
@@ -17,16 +18,34 @@ pub struct Checkpoint {
     pub tokenizer: Option<Tokenizer>,
 }
 
+/// How to load a checkpoint. The default is what `from_files`, `from_gguf` and `open` use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Bytes the model's weights, one session at its full context and the files held while
+    /// loading may take together; a model that needs more is refused with
+    /// [`Error::OverBudget`] before anything is allocated. `None`: the platform's budget
+    /// (`crate::formats::limits`: natively `GPTLENS_MEMORY_BUDGET` or 16 GiB; in wasm32 what the
+    /// 4 GiB address space leaves, which also caps any value given here).
+    pub memory_budget: Option<u64>,
+}
+
 impl Checkpoint {
     /// Loads from files by name: one `*.gguf`, or `config.json`, one `*.safetensors`, and
     /// optionally `tokenizer.json` or `vocab.json` + `merges.txt`.
     pub fn from_files(files: &BTreeMap<String, &[u8]>) -> Result<Checkpoint> {
+        Checkpoint::from_files_with(files, &LoadOptions::default())
+    }
+
+    /// [`Checkpoint::from_files`] with options.
+    pub fn from_files_with(files: &BTreeMap<String, &[u8]>, options: &LoadOptions) -> Result<Checkpoint> {
+        let held = files.values().fold(0u64, |sum, b| sum.saturating_add(b.len() as u64));
+        let budget = Budget::resolve(options.memory_budget, held)?;
         // A Hugging Face checkpoint is recognised by its config.json; otherwise a GGUF carries
         // everything in one file.
         let Some(config_bytes) = files.get("config.json") else {
             let gguf: Vec<&[u8]> = files.iter().filter(|(n, _)| n.ends_with(".gguf")).map(|(_, b)| *b).collect();
             return match gguf.as_slice() {
-                [one] => Checkpoint::from_gguf(one),
+                [one] => Checkpoint::gguf_within(one, &budget),
                 [] => Err(Error::MissingFile(
                     "expected config.json with a .safetensors weights file, or one .gguf file".into(),
                 )),
@@ -36,7 +55,7 @@ impl Checkpoint {
         let config = hf_config::parse(config_bytes)?;
         let weights_name = weights_file_name(files.keys().map(String::as_str))?;
         let weights_bytes = files.get(weights_name).copied().unwrap_or_default();
-        let weights = Weights::from_safetensors(&config, &SafetensorsFile::parse(weights_bytes)?)?;
+        let weights = Weights::from_safetensors(&config, &SafetensorsFile::parse(weights_bytes)?, &budget)?;
         let tokenizer = match (files.get("tokenizer.json"), files.get("vocab.json"), files.get("merges.txt")) {
             (Some(json), _, _) => Some(Tokenizer::from_tokenizer_json(json)?),
             (None, Some(vocab), Some(merges)) => Some(Tokenizer::from_vocab_merges(vocab, merges)?),
@@ -58,9 +77,18 @@ impl Checkpoint {
     /// Loads a GGUF file: config, weights (quantized blocks kept as stored) and, when its metadata
     /// has one, the tokenizer.
     pub fn from_gguf(bytes: &[u8]) -> Result<Checkpoint> {
+        Checkpoint::from_gguf_with(bytes, &LoadOptions::default())
+    }
+
+    /// [`Checkpoint::from_gguf`] with options.
+    pub fn from_gguf_with(bytes: &[u8], options: &LoadOptions) -> Result<Checkpoint> {
+        Checkpoint::gguf_within(bytes, &Budget::resolve(options.memory_budget, bytes.len() as u64)?)
+    }
+
+    fn gguf_within(bytes: &[u8], budget: &Budget) -> Result<Checkpoint> {
         let file = GgufFile::parse(bytes)?;
         let config = gguf_config::parse(&file)?;
-        let weights = Weights::from_gguf(&config, &file)?;
+        let weights = Weights::from_gguf(&config, &file, budget)?;
         let tokenizer = match file.metadata("tokenizer.ggml.model") {
             Some(_) => Some(Tokenizer::from_gguf(&file)?),
             None => None,
@@ -72,11 +100,26 @@ impl Checkpoint {
     /// any tokenizer files) beside it.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(path: &std::path::Path) -> Result<Checkpoint> {
-        let read = |p: &std::path::Path| {
-            std::fs::read(p).map_err(|source| Error::Io { path: p.display().to_string(), source })
+        Checkpoint::open_with(path, &LoadOptions::default())
+    }
+
+    /// [`Checkpoint::open`] with options. Files are read only up to the memory budget; a device
+    /// or pipe given as the model must start like a GGUF or safetensors file, so `/dev/zero`
+    /// fails after a few bytes instead of being read until memory runs out.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_with(path: &std::path::Path, options: &LoadOptions) -> Result<Checkpoint> {
+        let budget = Budget::resolve(options.memory_budget, 0)?;
+        let read = |p: &std::path::Path| read_bounded(p, &budget, None);
+        let read_weights = |p: &std::path::Path, gguf: bool| {
+            let sniff: Sniff = if gguf {
+                crate::formats::gguf::check_prefix
+            } else {
+                crate::formats::safetensors::check_prefix
+            };
+            read_bounded(p, &budget, Some(sniff))
         };
         if path.extension().is_some_and(|e| e == "gguf") {
-            return Checkpoint::from_gguf(&read(path)?);
+            return Checkpoint::from_gguf_with(&read_weights(path, true)?, options);
         }
         let (dir, weights) = if path.is_dir() {
             let names = std::fs::read_dir(path)
@@ -85,7 +128,7 @@ impl Checkpoint {
                 .collect::<Vec<_>>();
             let gguf: Vec<&String> = names.iter().filter(|n| n.ends_with(".gguf")).collect();
             if let ([one], false) = (gguf.as_slice(), names.iter().any(|n| n == "config.json")) {
-                return Checkpoint::from_gguf(&read(&path.join(one))?);
+                return Checkpoint::from_gguf_with(&read_weights(&path.join(one), true)?, options);
             }
             let name = weights_file_name(names.iter().map(String::as_str))?.to_string();
             (path.to_path_buf(), path.join(name))
@@ -95,7 +138,7 @@ impl Checkpoint {
         };
         let mut owned = BTreeMap::new();
         let weights_name = weights.file_name().and_then(|n| n.to_str()).unwrap_or("model.safetensors").to_string();
-        owned.insert(weights_name, read(&weights)?);
+        owned.insert(weights_name, read_weights(&weights, false)?);
         for name in ["config.json", "tokenizer.json", "vocab.json", "merges.txt"] {
             let p = dir.join(name);
             if p.is_file() {
@@ -103,8 +146,43 @@ impl Checkpoint {
             }
         }
         let files = owned.iter().map(|(k, v)| (k.clone(), v.as_slice())).collect();
-        Checkpoint::from_files(&files)
+        Checkpoint::from_files_with(&files, options)
     }
+}
+
+/// Checks the first bytes of a stream: `formats::gguf::check_prefix`, `formats::safetensors::check_prefix`.
+#[cfg(not(target_arch = "wasm32"))]
+type Sniff = fn(&[u8]) -> Result<()>;
+
+/// Reads a file, refusing one larger than the budget before reading it. What is not a regular
+/// file (a pipe, a device) has no size to check: it is read in pieces, its first bytes are shown
+/// to `sniff` (which refuses what does not start like a checkpoint), and it may not give more
+/// than the budget.
+#[cfg(not(target_arch = "wasm32"))]
+fn read_bounded(path: &std::path::Path, budget: &Budget, sniff: Option<Sniff>) -> Result<Vec<u8>> {
+    use std::io::Read;
+    /// Enough for a GGUF magic and version, or a safetensors header length and its first byte.
+    const PREFIX: usize = 16;
+    let name = path.display().to_string();
+    let io = |source| Error::Io { path: name.clone(), source };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if meta.is_dir() {
+        return Err(Error::MissingFile(format!("{name} is a directory, not a model file")));
+    }
+    if meta.is_file() {
+        budget.check_file(&name, meta.len())?;
+    }
+    let mut bytes = Vec::new();
+    if let Some(sniff) = sniff {
+        (&mut file).take(PREFIX as u64).read_to_end(&mut bytes).map_err(io)?;
+        sniff(&bytes)?;
+    }
+    // One byte past the budget tells a stream that is too long from one that ends exactly there.
+    let room = budget.bytes.saturating_sub(bytes.len() as u64).saturating_add(1);
+    file.take(room).read_to_end(&mut bytes).map_err(io)?;
+    budget.check_file(&name, bytes.len() as u64)?;
+    Ok(bytes)
 }
 
 /// The one weights file: `model.safetensors` if present, else the only `*.safetensors`.

@@ -61,6 +61,21 @@ pub enum Error {
     #[error("{0}")]
     InvalidArgument(String),
 
+    /// A size a checkpoint claims is over one of gptlens's caps (`formats::limits`).
+    #[error("{field} is {value}, over gptlens's limit of {limit} {unit}: the file is corrupt or describes a model beyond what gptlens runs")]
+    LimitExceeded { field: String, value: u64, limit: u64, unit: &'static str },
+
+    /// The model and one session at its full context would not fit in the memory budget.
+    #[error(
+        "this model needs {} ({breakdown}), more than the memory budget of {} ({origin})",
+        crate::formats::limits::human_bytes(*.need),
+        crate::formats::limits::human_bytes(*.budget)
+    )]
+    OverBudget { need: u64, budget: u64, breakdown: String, origin: String },
+
+    #[error("cannot write {path}: {source}")]
+    Write { path: String, source: std::io::Error },
+
     /// No usable GPU, a device lost or out of memory, a limit the model does not fit in.
     #[error("GPU: {0}")]
     Gpu(String),

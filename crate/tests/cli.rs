@@ -105,3 +105,160 @@ fn errors_are_messages_not_panics() {
         assert!(err.starts_with("error: ") && err.contains(needle), "{args:?} → {err}");
     }
 }
+
+// ---- arguments and surroundings a script may get wrong (issue 16) --------------------------------
+
+/// Runs gptlens with `args` and an environment variable, expecting `error: …needle…` and exit 1.
+fn fails_with(args: &[&str], env: Option<(&str, &str)>, needle: &str) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gptlens"));
+    command.args(args);
+    if let Some((k, v)) = env {
+        command.env(k, v);
+    }
+    let out = command.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{args:?} → {err}");
+    assert_eq!(out.status.code(), Some(1), "{args:?} → {err}");
+    assert!(err.starts_with("error: ") && err.contains(needle), "{args:?} → {err}");
+}
+
+#[test]
+fn an_overflowing_token_count_is_an_error() {
+    let f16 = fixture("gpt2-tiny-f16").display().to_string();
+    for n in ["18446744073709551615", "18446744073709551614", "30"] {
+        fails_with(&["generate", "--model", &f16, "--tokens", "1,2,3", "-n", n], None, "do not fit in the model's context of 32");
+    }
+    stdout(&gptlens(&["generate", "--model", &f16, "--tokens", "1,2,3", "-n", "29", "--temperature", "0"]));
+}
+
+/// Starts gptlens with its standard output a pipe that is closed before it writes anything.
+fn with_closed_stdout(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gptlens"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone (as after `| head -c 10`)
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let model = f32_model();
+    for args in [
+        vec!["run", "--model", &model, "--prompt", PROMPT],
+        vec!["run", "--model", &model, "--prompt", PROMPT, "--json"],
+        vec!["generate", "--model", &model, "--prompt", PROMPT, "-n", "30"],
+    ] {
+        let out = with_closed_stdout(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?} → {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?} → {err}");
+        assert!(err.is_empty(), "{args:?} → {err}");
+    }
+}
+
+#[test]
+fn a_full_stdout_is_a_write_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full on this system");
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_gptlens"))
+        .args(["run", "--model", &f32_model(), "--prompt", PROMPT])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write standard output") && !err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn thread_counts_are_clamped_to_the_machine() {
+    let model = f32_model();
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let start = std::time::Instant::now();
+    let out = gptlens(&["--threads", "100000", "generate", "--model", &model, "--prompt", "The", "-n", "4", "--stats"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&format!("--threads 100000 is more than the {cores} this machine offers; using {cores}")), "{err}");
+    assert!(err.contains(&format!("threads: {cores};")), "{err}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(30), "took {:?}", start.elapsed());
+    // 0 means the default, one per core, without a notice.
+    let out = gptlens(&["--threads", "0", "generate", "--model", &model, "--prompt", "The", "-n", "4", "--stats"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("more than"), "{err}");
+    assert!(err.contains(&format!("threads: {cores};")), "{err}");
+}
+
+#[test]
+fn devices_and_pipes_are_read_with_bounds() {
+    let start = std::time::Instant::now();
+    // /dev/zero never ends: its first bytes show it is no checkpoint.
+    fails_with(&["run", "--model", "/dev/zero", "--tokens", "1"], None, "not a valid safetensors file");
+    // A device given as a .gguf is checked for the magic number (through a symlink named .gguf).
+    let dir = std::env::temp_dir().join(format!("gptlens-cli-dev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("zero.gguf");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+    fails_with(&["run", "--model", link.to_str().unwrap(), "--tokens", "1"], None, "not \"GGUF\"");
+    assert!(start.elapsed() < std::time::Duration::from_secs(10), "took {:?}", start.elapsed());
+    // A GGUF streamed through a pipe still loads (process substitution, `/dev/stdin`).
+    let gguf = fixture("gpt2-tiny-gguf/model.gguf");
+    let out = Command::new(env!("CARGO_BIN_EXE_gptlens"))
+        .args(["run", "--model", "/dev/stdin", "--tokens", "1,2,3"])
+        .stdin(std::fs::File::open(&gguf).unwrap())
+        .output()
+        .unwrap();
+    // /dev/stdin has no .gguf extension: it is taken for safetensors and refused by its first
+    // bytes, with a message rather than a hang.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("safetensors") && !err.contains("panicked"), "{err}");
+    let piped = dir.join("piped.gguf");
+    let _ = std::fs::remove_file(&piped);
+    std::os::unix::fs::symlink("/dev/stdin", &piped).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gptlens"))
+        .args(["run", "--model", piped.to_str().unwrap(), "--tokens", "1,2,3"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            let mut stdin = child.stdin.take().unwrap();
+            let bytes = std::fs::read(&gguf).unwrap();
+            std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &bytes));
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A budget smaller than the model refuses it, naming the variable that sets it.
+    fails_with(&["run", "--model", &f32_model(), "--tokens", "1"], Some(("GPTLENS_MEMORY_BUDGET", "100K")), "GPTLENS_MEMORY_BUDGET");
+    fails_with(&["run", "--model", &f32_model(), "--tokens", "1"], Some(("GPTLENS_MEMORY_BUDGET", "lots")), "is not a size");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn trace_to_a_full_disk_says_it_cannot_write() {
+    if !std::path::Path::new("/dev/full").exists() {
+        eprintln!("skipped: no /dev/full on this system");
+        return;
+    }
+    fails_with(
+        &["trace", "--model", &f32_model(), "--tokens", "1,2,3", "--out", "/dev/full"],
+        None,
+        "cannot write /dev/full: No space left on device",
+    );
+    fails_with(
+        &["trace", "--model", &f32_model(), "--tokens", "1,2,3", "--out", "/nonexistent-dir/trace.safetensors"],
+        None,
+        "cannot write /nonexistent-dir/trace.safetensors",
+    );
+}
+
+#[test]
+fn the_backend_flag_still_works() {
+    let out = stdout(&gptlens(&["--backend", "cpu", "run", "--model", &f32_model(), "--prompt", PROMPT, "--top", "2"]));
+    assert!(out.contains("   2."), "{out}");
+    fails_with(&["--backend", "cpu", "--threads", "1", "run", "--model", "/dev/zero", "--tokens", "1"], None, "safetensors");
+}

@@ -63,9 +63,15 @@ fn header_claiming_huge_shapes_is_rejected_before_allocating() {
     f.insert("model.safetensors".into(), bytes);
     let e = load_err(&f);
     assert!(matches!(e, Error::Safetensors(_)), "{e}");
-    // A header length field pointing far past the end of the file.
+    // A header length field pointing far past the end of the file: over the header cap, which
+    // the error names.
     f.insert("model.safetensors".into(), u64::MAX.to_le_bytes().to_vec());
-    assert!(matches!(load_err(&f), Error::Safetensors(_)));
+    let e = load_err(&f);
+    assert!(matches!(e, Error::LimitExceeded { value: u64::MAX, .. }), "{e}");
+    // Past the end but under the cap: truncated.
+    f.insert("model.safetensors".into(), 1000u64.to_le_bytes().iter().chain(b"{}").copied().collect());
+    let e = load_err(&f);
+    assert!(matches!(e, Error::Safetensors(_)) && e.to_string().contains("truncated"), "{e}");
 }
 
 #[test]

@@ -305,11 +305,21 @@ fn wrong_magic_and_versions_are_named() {
 fn lying_counts_fail_before_allocating() {
     let bytes = sample().build().bytes;
     for (at, what) in [(8, "tensor infos"), (16, "metadata entries")] {
-        for count in [1 << 60, u64::MAX, 1_000_000] {
+        // Under gptlens's caps (65536 of each), the count is held against the bytes left…
+        for count in [60_000, 65_536] {
             let mut b = bytes.clone();
             put_u64(&mut b, at, count);
             let message = gguf_error(&b);
             assert!(message.contains(&format!("{count} {what}")), "{message}");
+        }
+        // …over them, against the cap itself, before anything else.
+        for count in [1 << 60, u64::MAX, 1_000_000, 65_537] {
+            let mut b = bytes.clone();
+            put_u64(&mut b, at, count);
+            match GgufFile::parse(&b) {
+                Err(Error::LimitExceeded { value, limit: 65_536, .. }) => assert_eq!(value, count),
+                other => panic!("{count} {what}: {other:?}"),
+            }
         }
     }
 }
@@ -529,5 +539,24 @@ fn smollm2_q4_1_has_the_documented_layout() {
             let x = &x[..t.row_len()];
             assert_eq!(dot_row_quant(t.ggml_type(), row, x), gptlens::kernels::dot(&w, x), "{name} row {i}");
         }
+    }
+}
+
+#[test]
+fn a_header_past_256_mib_is_refused_by_its_size() {
+    // 257 MiB of zeros (calloc'd: untouched pages cost nothing) holding one string that claims
+    // to run almost to the end: a header that large is refused as such, not read.
+    let len = gptlens::formats::limits::MAX_GGUF_HEADER_BYTES + (1 << 20);
+    let mut b = vec![0u8; len];
+    let head = Builder::new().kv("k", STRING, string(b"")).build().bytes;
+    b[..head.len()].copy_from_slice(&head);
+    let string_len_at = head.len() - 8;
+    put_u64(&mut b, string_len_at, (len - head.len() - 16) as u64);
+    match GgufFile::parse(&b) {
+        Err(Error::LimitExceeded { limit, field, .. }) => {
+            assert_eq!(limit, gptlens::formats::limits::MAX_GGUF_HEADER_BYTES as u64);
+            assert!(field.contains("GGUF header") && field.contains("metadata `k`"), "{field}");
+        }
+        other => panic!("{other:?}"),
     }
 }

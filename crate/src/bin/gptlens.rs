@@ -5,7 +5,7 @@
 #![cfg_attr(target_arch = "wasm32", no_main)]
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,7 +18,8 @@ use gptlens::{CaptureSpec, Checkpoint, Error, Result, Session};
 #[derive(Parser)]
 #[command(name = "gptlens", version, about = "Run a GPT and look inside: attention, layernorm statistics, next-token probabilities.")]
 struct Cli {
-    /// Worker threads for the kernels (default: one per core).
+    /// Worker threads for the kernels (default, or 0: one per core; more than the machine has
+    /// are clamped to that).
     #[arg(long, global = true)]
     threads: Option<usize>,
     /// Where the forward pass runs: `cpu`, `wgpu` (the GPU, software adapters included) or `auto`
@@ -110,10 +111,59 @@ fn label(tokenizer: Option<&Tokenizer>, id: u32) -> String {
     tokenizer.and_then(|t| t.token_string(id).ok()).unwrap_or_else(|| format!("<{id}>"))
 }
 
+/// Why the command stopped early.
+enum Failure {
+    Engine(Error),
+    /// Whoever read standard output went away (`gptlens run … | head -c 10`): like other Unix
+    /// tools, stop quietly; there is nobody left to tell.
+    ClosedOutput,
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Engine(e)
+    }
+}
+
+/// A failed write to standard output: quiet for a closed pipe, an error otherwise (`> /dev/full`).
+fn output_error(e: std::io::Error) -> Failure {
+    match e.kind() {
+        ErrorKind::BrokenPipe => Failure::ClosedOutput,
+        _ => Failure::Engine(Error::Write { path: "standard output".into(), source: e }),
+    }
+}
+
+/// Writes a line to standard output, turning a failure into a [`Failure`] instead of the panic
+/// `println!` would raise.
+macro_rules! out {
+    ($out:expr, $($arg:tt)*) => {
+        writeln!($out, $($arg)*).map_err(output_error)?
+    };
+}
+
+/// The worker threads to start: what was asked, at most what the machine offers (more threads
+/// than cores only take turns, and each costs a stack; 100000 of them take a minute to fail).
+fn thread_count(requested: Option<usize>) -> usize {
+    let available = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match requested {
+        None | Some(0) => available,
+        Some(n) if n > available => {
+            notice(&format!("--threads {n} is more than the {available} this machine offers; using {available}"));
+            available
+        }
+        Some(n) => n,
+    }
+}
+
+/// A line on stderr. A closed stderr is no reason to stop (or to panic, as `eprintln!` would).
+fn notice(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
 /// Runs the command in a thread pool of the requested size.
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli) -> Result<(), Failure> {
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(cli.threads.unwrap_or(0))
+        .num_threads(thread_count(cli.threads))
         .build()
         .map_err(|e| Error::InvalidArgument(format!("cannot start the worker threads: {e}")))?;
     pool.install(|| execute(cli.command, cli.backend))
@@ -123,12 +173,13 @@ fn run(cli: Cli) -> Result<()> {
 fn session(ckpt: &Checkpoint, choice: BackendChoice) -> Result<Session> {
     let selected = pollster::block_on(select(choice, &ckpt.model))?;
     if choice != BackendChoice::Cpu {
-        eprintln!("backend: {} ({})", selected.backend, selected.reason);
+        notice(&format!("backend: {} ({})", selected.backend, selected.reason));
     }
     Session::with_backend(ckpt.model.clone(), &selected.backend)
 }
 
-fn execute(command: Command, backend: BackendChoice) -> Result<()> {
+fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
     match command {
         Command::Run { input, top, temperature, json } => {
             let Loaded { ckpt, tokens } = input.load()?;
@@ -143,18 +194,19 @@ fn execute(command: Command, backend: BackendChoice) -> Result<()> {
                     "tokens": tokens.iter().map(|&id| serde_json::json!({"id": id, "text": label(tok, id)})).collect::<Vec<_>>(),
                     "top": best.iter().map(|&i| serde_json::json!({"id": i, "text": label(tok, i as u32), "prob": probs[i]})).collect::<Vec<_>>(),
                 });
-                println!("{out}");
+                out!(stdout, "{out}");
             } else {
                 let c = &ckpt.model.config;
-                println!(
+                out!(
+                    stdout,
                     "model: {} layers, {} heads, d_model {}, vocab {}, context {}",
                     c.n_layer, c.n_head, c.d_model, c.vocab_size, c.n_ctx
                 );
                 let shown: Vec<String> = tokens.iter().map(|&id| format!("{id} \"{}\"", label(tok, id))).collect();
-                println!("tokens ({}): {}", tokens.len(), shown.join(" | "));
-                println!("next token (temperature {temperature}):");
+                out!(stdout, "tokens ({}): {}", tokens.len(), shown.join(" | "));
+                out!(stdout, "next token (temperature {temperature}):");
                 for (rank, &i) in best.iter().enumerate() {
-                    println!("{:>4}. {:>7} {:<24} {:.4}", rank + 1, i, format!("\"{}\"", label(tok, i as u32)), probs[i]);
+                    out!(stdout, "{:>4}. {:>7} {:<24} {:.4}", rank + 1, i, format!("\"{}\"", label(tok, i as u32)), probs[i]);
                 }
             }
         }
@@ -162,21 +214,31 @@ fn execute(command: Command, backend: BackendChoice) -> Result<()> {
             let Loaded { ckpt, tokens } = input.load()?;
             let trace = session(&ckpt, backend)?.run(&tokens, &CaptureSpec::all(&ckpt.model.config))?;
             let bytes = trace.to_safetensors()?;
-            std::fs::write(&out, &bytes).map_err(|source| Error::Io { path: out.display().to_string(), source })?;
-            println!("wrote {} tensors for {} tokens to {} ({} bytes)", trace.tensors.len() + 1, tokens.len(), out.display(), bytes.len());
+            // A failure here is a write error (a full disk, `--out /dev/full`), and says so.
+            std::fs::write(&out, &bytes).map_err(|source| Error::Write { path: out.display().to_string(), source })?;
+            out!(stdout, "wrote {} tensors for {} tokens to {} ({} bytes)", trace.tensors.len() + 1, tokens.len(), out.display(), bytes.len());
         }
         Command::Generate { input, n, temperature, top_k, top_p, seed, stats } => {
             let Loaded { ckpt, tokens } = input.load()?;
             let tok = ckpt.tokenizer.as_ref();
             let mut sampler = Sampler::new(SamplingParams { temperature, top_k, top_p }, seed)?;
+            let n_ctx = ckpt.model.config.n_ctx;
+            if tokens.len().checked_add(n).is_none_or(|total| total > n_ctx) {
+                return Err(Error::InvalidArgument(format!(
+                    "-n {n}: the prompt's {} tokens and {n} new ones do not fit in the model's context of {n_ctx} \
+                     tokens (at most {} new tokens)",
+                    tokens.len(),
+                    n_ctx.saturating_sub(tokens.len())
+                ))
+                .into());
+            }
             let eos = ckpt.model.config.eos_token_id.or_else(|| tok.and_then(|t| t.token_id("<|endoftext|>")));
-            let mut stdout = std::io::stdout().lock();
             let mut printer = StreamPrinter::default();
             if let Some(t) = tok {
-                printer.push(&mut stdout, &t.decode_bytes(&tokens)?);
+                printer.push(&mut stdout, &t.decode_bytes(&tokens)?).map_err(output_error)?;
             }
             let mut session = session(&ckpt, backend)?;
-            let mut failed = None;
+            let mut failed: Option<Failure> = None;
             // The first token is sampled right after the prompt's forward pass: that call marks
             // the end of prefill; each later one follows one decode step.
             let start = std::time::Instant::now();
@@ -187,8 +249,9 @@ fn execute(command: Command, backend: BackendChoice) -> Result<()> {
                     Some(t) => t.decode_bytes(&[id]),
                     None => Ok(format!("<{id}>").into_bytes()),
                 };
-                match bytes {
-                    Ok(b) => printer.push(&mut stdout, &b),
+                // A closed or full standard output stops the generation: nobody sees the rest.
+                match bytes.map_err(Failure::from).and_then(|b| printer.push(&mut stdout, &b).map_err(output_error)) {
+                    Ok(()) => {}
                     Err(e) => failed = Some(e),
                 }
                 failed.is_none()
@@ -196,12 +259,12 @@ fn execute(command: Command, backend: BackendChoice) -> Result<()> {
             if let Some(e) = failed {
                 return Err(e);
             }
-            printer.finish(&mut stdout);
+            printer.finish(&mut stdout).map_err(output_error)?;
             if let (true, Some(t1)) = (stats, first_token_at) {
                 let prefill = (t1 - start).as_secs_f64();
                 let steps = generated.len().saturating_sub(1);
                 let decode = t1.elapsed().as_secs_f64();
-                eprintln!(
+                notice(&format!(
                     "prefill: {} tokens in {:.1} ms ({:.1} tok/s); decode: {steps} tokens in {:.1} ms ({:.1} tok/s); threads: {}; backend: {}",
                     tokens.len(),
                     prefill * 1e3,
@@ -210,7 +273,7 @@ fn execute(command: Command, backend: BackendChoice) -> Result<()> {
                     steps as f64 / decode.max(1e-9),
                     rayon::current_num_threads(),
                     session.backend_name()
-                );
+                ));
             }
         }
     }
@@ -225,7 +288,7 @@ struct StreamPrinter {
 }
 
 impl StreamPrinter {
-    fn push(&mut self, out: &mut impl Write, bytes: &[u8]) {
+    fn push(&mut self, out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
         self.pending.extend_from_slice(bytes);
         let valid = match std::str::from_utf8(&self.pending) {
             Ok(s) => s.len(),
@@ -233,22 +296,33 @@ impl StreamPrinter {
             Err(e) if e.error_len().is_none() => e.valid_up_to(),
             Err(_) => self.pending.len(),
         };
-        let _ = write!(out, "{}", String::from_utf8_lossy(&self.pending[..valid]));
-        let _ = out.flush();
+        write!(out, "{}", String::from_utf8_lossy(&self.pending[..valid]))?;
+        out.flush()?;
         self.pending.drain(..valid);
+        Ok(())
     }
 
-    fn finish(&mut self, out: &mut impl Write) {
-        let _ = writeln!(out, "{}", String::from_utf8_lossy(&self.pending));
+    fn finish(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        writeln!(out, "{}", String::from_utf8_lossy(&self.pending))?;
         self.pending.clear();
+        out.flush()
     }
 }
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
+        // Whatever is still buffered must reach the reader, or the failure be reported.
+        Ok(()) => match std::io::stdout().flush() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) if e.kind() == ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(e) => {
+                notice(&format!("error: cannot write standard output: {e}"));
+                ExitCode::FAILURE
+            }
+        },
+        Err(Failure::ClosedOutput) => ExitCode::SUCCESS,
+        Err(Failure::Engine(e)) => {
+            notice(&format!("error: {e}"));
             ExitCode::FAILURE
         }
     }

@@ -38,6 +38,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::error::{Error, Result};
+use crate::formats::limits::{MAX_GGUF_HEADER_BYTES, MAX_GGUF_METADATA, MAX_TENSORS};
 use crate::kernels::quant::{dequantize_row, GgmlType};
 
 /// Used when the file has no `general.alignment`.
@@ -117,24 +118,17 @@ impl<'a> GgufFile<'a> {
     /// Parses and validates the whole header (metadata and tensor table) of a GGUF file held in
     /// memory. Tensor data is not read, only bounds-checked.
     pub fn parse(bytes: &'a [u8]) -> Result<GgufFile<'a>> {
-        let mut c = Cursor { bytes, pos: 0, place: Place::Header };
-        let magic = c.take_array::<4>("the magic number")?;
-        if &magic != b"GGUF" {
-            return Err(c.error(0, format_args!("it starts with \"{}\", not \"GGUF\"", magic.escape_ascii())));
-        }
-        let version = u32::from_le_bytes(c.take_array("the version")?);
-        match version {
-            2 | 3 => {}
-            1 => return Err(c.error(4, "GGUF version 1 is not supported (only 2 and 3); convert the model again")),
-            v if matches!(v.swap_bytes(), 2 | 3) => {
-                return Err(c.error(4, "the file is big-endian GGUF; gptlens reads little-endian files only"))
-            }
-            v => return Err(c.error(4, format_args!("unknown GGUF version {v} (gptlens reads versions 2 and 3)"))),
-        }
+        // The header is read through a window of at most MAX_GGUF_HEADER_BYTES: its counts and
+        // lengths are checked against that, not against a file of many gigabytes.
+        let header = &bytes[..bytes.len().min(MAX_GGUF_HEADER_BYTES)];
+        let mut c = Cursor { bytes: header, pos: 0, place: Place::Header, limited: header.len() < bytes.len() };
+        let version = c.magic_and_version()?;
         let n_tensors_at = c.pos;
         let n_tensors = c.u64("the tensor count")?;
         let n_kv_at = c.pos;
         let n_kv = c.u64("the metadata count")?;
+        c.cap(n_tensors_at, n_tensors, MAX_TENSORS, "tensors")?;
+        c.cap(n_kv_at, n_kv, MAX_GGUF_METADATA, "metadata entries")?;
         let n_kv = c.count(n_kv_at, n_kv, MIN_KV_BYTES, "metadata entries")?;
 
         // Counts are claims until the entries are read: collections grow with what is actually
@@ -484,11 +478,21 @@ impl fmt::Display for Place<'_> {
     }
 }
 
+/// Checks the first bytes of a file (magic and version) before the rest is read, so that a
+/// stream that is not GGUF (a pipe, `/dev/zero`) is refused after 8 bytes. Fewer than 8 bytes
+/// are the whole file, and get the same error as [`GgufFile::parse`] gives.
+pub fn check_prefix(prefix: &[u8]) -> Result<()> {
+    Cursor { bytes: prefix, pos: 0, place: Place::Header, limited: false }.magic_and_version().map(|_| ())
+}
+
 /// Reads forward through the header; `pos <= bytes.len()` always.
 struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
     place: Place<'a>,
+    /// `bytes` is cut at MAX_GGUF_HEADER_BYTES: running out of bytes means the header is too
+    /// large, not that the file is truncated.
+    limited: bool,
 }
 
 impl<'a> Cursor<'a> {
@@ -501,8 +505,50 @@ impl<'a> Cursor<'a> {
     }
 
     fn truncated(&self, n: usize, what: &str) -> Error {
+        if self.limited {
+            return self.header_too_large();
+        }
         let remaining = self.remaining();
         self.error(self.pos, format_args!("{what} needs {n} bytes but only {remaining} are left (truncated?)"))
+    }
+
+    fn header_too_large(&self) -> Error {
+        Error::LimitExceeded {
+            field: format!("the GGUF header (metadata and tensor table; {} reaches past it)", self.place),
+            value: self.bytes.len() as u64 + 1,
+            limit: MAX_GGUF_HEADER_BYTES as u64,
+            unit: "bytes",
+        }
+    }
+
+    /// `"GGUF"` and a version gptlens reads (2 or 3).
+    fn magic_and_version(&mut self) -> Result<u32> {
+        let magic = self.take_array::<4>("the magic number")?;
+        if &magic != b"GGUF" {
+            return Err(self.error(0, format_args!("it starts with \"{}\", not \"GGUF\"", magic.escape_ascii())));
+        }
+        let version = u32::from_le_bytes(self.take_array("the version")?);
+        match version {
+            2 | 3 => Ok(version),
+            1 => Err(self.error(4, "GGUF version 1 is not supported (only 2 and 3); convert the model again")),
+            v if matches!(v.swap_bytes(), 2 | 3) => {
+                Err(self.error(4, "the file is big-endian GGUF; gptlens reads little-endian files only"))
+            }
+            v => Err(self.error(4, format_args!("unknown GGUF version {v} (gptlens reads versions 2 and 3)"))),
+        }
+    }
+
+    /// A count from the header over gptlens's cap is refused before any entry is read.
+    fn cap(&self, at: usize, count: u64, limit: usize, what: &'static str) -> Result<()> {
+        if count > limit as u64 {
+            return Err(Error::LimitExceeded {
+                field: format!("the GGUF {what} count (at byte {at})"),
+                value: count,
+                limit: limit as u64,
+                unit: what,
+            });
+        }
+        Ok(())
     }
 
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
@@ -543,6 +589,9 @@ impl<'a> Cursor<'a> {
             .ok()
             .filter(|n| n.checked_mul(min_bytes).is_some_and(|total| total <= remaining))
             .ok_or_else(|| {
+                if self.limited {
+                    return self.header_too_large();
+                }
                 self.error(
                     at,
                     format_args!(
@@ -557,6 +606,9 @@ impl<'a> Cursor<'a> {
         let len = self.u64(what)?;
         let remaining = self.remaining();
         let len = usize::try_from(len).ok().filter(|&n| n <= remaining).ok_or_else(|| {
+            if self.limited {
+                return self.header_too_large();
+            }
             self.error(at, format_args!("{what} is {len} bytes long but only {remaining} bytes are left"))
         })?;
         let text = self.take(len, what)?;

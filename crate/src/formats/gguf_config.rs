@@ -25,9 +25,6 @@ pub fn parse(file: &GgufFile) -> Result<Config> {
     let d_model = get("embedding_length")?;
     let (norm_eps, rope) = match arch {
         Arch::Llama => {
-            if optional_u32("rope.dimension_count").is_some_and(|r| n_head == 0 || r as usize != d_model / n_head) {
-                return Err(Error::Config("rotary embeddings over part of a head are not supported".into()));
-            }
             let theta = file.metadata(&key("rope.freq_base")).and_then(|v| v.as_f32()).unwrap_or(10_000.0);
             // llama.cpp's converter stores q and k permuted for adjacent-pair rotation.
             (file.get_f32(&key("attention.layer_norm_rms_epsilon"))?, Some(Rope { theta, pairing: RopePairing::Adjacent }))
@@ -54,6 +51,22 @@ pub fn parse(file: &GgufFile) -> Result<Config> {
         eos_token_id: token("eos_token_id"),
         tied_head: file.tensor("output.weight").is_err(),
     };
+    config.check_limits(|field| {
+        let k = match field {
+            "n_layer" => "block_count",
+            "n_head" => "attention.head_count",
+            "n_kv_head" => "attention.head_count_kv",
+            "d_model" => "embedding_length",
+            "d_ff" => "feed_forward_length",
+            "vocab_size" => return "the vocabulary (token_embd.weight's second dimension)".to_string(),
+            _ => "context_length",
+        };
+        format!("GGUF metadata `{}`", key(k))
+    })?;
+    // After the caps, so that an absurd head count is named as such rather than as a mismatch.
+    if config.rope.is_some() && optional_u32("rope.dimension_count").is_some_and(|r| n_head == 0 || r as usize != d_model / n_head) {
+        return Err(Error::Config("rotary embeddings over part of a head are not supported".into()));
+    }
     config.validate().map_err(Error::Config)?;
     Ok(config)
 }

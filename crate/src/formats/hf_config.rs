@@ -3,6 +3,7 @@
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::formats::limits::{MAX_HEADS, MAX_WIDTH};
 use crate::model::{Arch, Config, Rope, RopePairing};
 
 /// The fields gptlens reads from a GPT-2 config; names and defaults follow `transformers.GPT2Config`.
@@ -53,7 +54,8 @@ struct ModelType {
 
 pub fn parse(bytes: &[u8]) -> Result<Config> {
     let json = |e: serde_json::Error| Error::Config(e.to_string());
-    let config = match serde_json::from_slice::<ModelType>(bytes).map_err(json)?.model_type.as_deref() {
+    let model_type = serde_json::from_slice::<ModelType>(bytes).map_err(json)?.model_type;
+    let config = match model_type.as_deref() {
         Some("gpt2") | None => gpt2(serde_json::from_slice(bytes).map_err(json)?)?,
         Some("llama") => llama(serde_json::from_slice(bytes).map_err(json)?)?,
         Some(other) => {
@@ -62,6 +64,24 @@ pub fn parse(bytes: &[u8]) -> Result<Config> {
             )))
         }
     };
+    let gpt2 = config.arch == Arch::Gpt2;
+    config.check_limits(|field| {
+        let name = match (field, gpt2) {
+            ("n_layer", true) => "n_layer",
+            ("n_layer", false) => "num_hidden_layers",
+            ("n_head", true) | ("n_kv_head", true) => "n_head",
+            ("n_head", false) => "num_attention_heads",
+            ("n_kv_head", false) => "num_key_value_heads",
+            ("d_model", true) => "n_embd",
+            ("d_model", false) => "hidden_size",
+            ("d_ff", true) => "n_inner",
+            ("d_ff", false) => "intermediate_size",
+            ("vocab_size", _) => "vocab_size",
+            (_, true) => "n_positions",
+            (_, false) => "max_position_embeddings",
+        };
+        format!("config.json `{name}`")
+    })?;
     config.validate().map_err(Error::Config)?;
     Ok(config)
 }
@@ -112,7 +132,9 @@ fn llama(hf: HfLlamaConfig) -> Result<Config> {
         return unsupported("attention_bias / mlp_bias");
     }
     let n_head = hf.num_attention_heads;
-    if hf.head_dim.is_some_and(|hd| n_head == 0 || hd * n_head != hf.hidden_size) {
+    // Sizes over gptlens's caps are left to `Config::check_limits`, which names them as such.
+    let capped = n_head <= MAX_HEADS && hf.hidden_size <= MAX_WIDTH;
+    if hf.head_dim.is_some_and(|hd| capped && hd.checked_mul(n_head) != Some(hf.hidden_size)) {
         return unsupported("a head_dim other than hidden_size / num_attention_heads");
     }
     Ok(Config {
@@ -184,7 +206,7 @@ mod tests {
             (&GPT2_SMALL.replace("gelu_new", "relu"), "activation_function"),
             (&GPT2_SMALL.replace("\"n_head\":12", "\"n_head\":7"), "multiple"),
             (&GPT2_SMALL.replace("\"n_layer\":12", "\"n_layer\":0"), "n_layer"),
-            (&GPT2_SMALL.replace("1024", "99999999999"), "n_ctx"),
+            (&GPT2_SMALL.replace("1024", "99999999999"), "n_positions"),
             (&GPT2_SMALL.replace("\"n_layer\"", "\"scale_attn_weights\":false,\"n_layer\""), "scale_attn_weights"),
         ] {
             let err = parse(json.as_bytes()).unwrap_err().to_string();

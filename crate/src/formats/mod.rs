@@ -4,4 +4,5 @@
 pub mod gguf;
 pub mod gguf_config;
 pub mod hf_config;
+pub mod limits;
 pub mod safetensors;

@@ -1,10 +1,13 @@
-//! Safetensors checkpoints. The `safetensors` crate validates the header (size cap, offsets that
-//! tile the data exactly, element counts without overflow) before anything is read; this module
-//! adds shape checks against what the model expects and decodes F32/F16/BF16 into f32.
+//! Safetensors checkpoints. The `safetensors` crate validates the header (offsets that tile the
+//! data exactly, element counts without overflow) before anything is read; this module first
+//! holds the header to gptlens's caps (its size, and the number of tensors, counted without
+//! building anything), and adds shape checks against what the model expects and decodes
+//! F32/F16/BF16 into f32.
 
 use safetensors::tensor::{Dtype, SafeTensors};
 
 use crate::error::{Error, Result};
+use crate::formats::limits::{MAX_SAFETENSORS_HEADER_BYTES, MAX_TENSORS};
 
 pub struct SafetensorsFile<'a> {
     tensors: SafeTensors<'a>,
@@ -12,6 +15,10 @@ pub struct SafetensorsFile<'a> {
 
 impl<'a> SafetensorsFile<'a> {
     pub fn parse(bytes: &'a [u8]) -> Result<Self> {
+        check_prefix(bytes)?;
+        if let Some(header) = u64_at(bytes).and_then(|n| bytes.get(8..8usize.checked_add(usize::try_from(n).ok()?)?)) {
+            count_tensors(header)?;
+        }
         let tensors = SafeTensors::deserialize(bytes).map_err(|e| Error::Safetensors(describe(&e)))?;
         Ok(Self { tensors })
     }
@@ -73,6 +80,75 @@ impl<'a> SafetensorsFile<'a> {
             .tensor(name)
             .map(|v| v.data())
             .map_err(|_| Error::MissingTensor { name: name.to_string() })
+    }
+}
+
+/// The header length, the first 8 bytes, little-endian.
+fn u64_at(bytes: &[u8]) -> Option<u64> {
+    bytes.first_chunk::<8>().map(|b| u64::from_le_bytes(*b))
+}
+
+/// Checks what the first bytes of a file can tell (the header's length, and that the header
+/// starts as a JSON object), so that a stream that is not safetensors (`/dev/zero`, a pipe) is
+/// refused before the rest is read. A prefix shorter than 8 bytes passes: it may be a whole
+/// (too short) file, which [`SafetensorsFile::parse`] then names as such.
+pub fn check_prefix(prefix: &[u8]) -> Result<()> {
+    let Some(n) = u64_at(prefix) else { return Ok(()) };
+    if n > MAX_SAFETENSORS_HEADER_BYTES as u64 {
+        return Err(Error::LimitExceeded {
+            field: "the safetensors header length (the file's first 8 bytes)".into(),
+            value: n,
+            limit: MAX_SAFETENSORS_HEADER_BYTES as u64,
+            unit: "bytes",
+        });
+    }
+    if n < 2 {
+        return Err(Error::Safetensors(format!(
+            "the header is {n} bytes long, too short for a JSON object (the first 8 bytes are {:02x?})",
+            &prefix[..8]
+        )));
+    }
+    match prefix.get(8) {
+        Some(b'{') | None => Ok(()),
+        Some(&other) => Err(Error::Safetensors(format!(
+            "the header does not start with a JSON object: its first byte is {:?}",
+            char::from(other)
+        ))),
+    }
+}
+
+/// Refuses a header listing more than [`MAX_TENSORS`] entries, counting them with a visitor
+/// that skips every value, so a header of a million empty tensors costs one pass over its bytes
+/// and no allocation. Malformed JSON is left to the `safetensors` crate to describe.
+fn count_tensors(header: &[u8]) -> Result<()> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+
+    struct Count;
+    impl<'de> Visitor<'de> for Count {
+        type Value = usize;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<usize, A::Error> {
+            let mut n = 0usize;
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+                n += 1;
+                if n > MAX_TENSORS {
+                    // The error only stops the walk; the count is what is reported.
+                    return Err(serde::de::Error::custom("too many"));
+                }
+            }
+            Ok(n)
+        }
+    }
+    match serde_json::Deserializer::from_slice(header).deserialize_map(Count) {
+        Err(e) if e.to_string().starts_with("too many") => Err(Error::LimitExceeded {
+            field: "the number of tensors in the safetensors header (counting stops one past the limit)".into(),
+            value: MAX_TENSORS as u64 + 1,
+            limit: MAX_TENSORS as u64,
+            unit: "tensors",
+        }),
+        _ => Ok(()),
     }
 }
 

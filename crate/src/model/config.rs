@@ -87,6 +87,26 @@ impl Config {
         self.n_kv_head * self.head_dim()
     }
 
+    /// Refuses any size over gptlens's caps ([`crate::formats::limits`]), naming the field as the
+    /// checkpoint spells it: `source_name` maps a [`Config`] field (`"n_layer"`) to the file's
+    /// key (`"llama.block_count"`). Run before anything is planned or allocated from the config.
+    pub fn check_limits(&self, source_name: impl Fn(&'static str) -> String) -> crate::Result<()> {
+        use crate::formats::limits::*;
+        let caps = [
+            ("n_layer", self.n_layer, MAX_LAYERS, "layers"),
+            ("n_head", self.n_head, MAX_HEADS, "heads"),
+            ("n_kv_head", self.n_kv_head, MAX_HEADS, "heads"),
+            ("d_model", self.d_model, MAX_WIDTH, "dimensions"),
+            ("d_ff", self.d_ff, MAX_FF, "dimensions"),
+            ("vocab_size", self.vocab_size, MAX_VOCAB, "tokens"),
+            ("n_ctx", self.n_ctx, MAX_CONTEXT, "positions"),
+        ];
+        for (field, value, limit, unit) in caps {
+            check_cap(|| source_name(field), value, limit, unit)?;
+        }
+        Ok(())
+    }
+
     /// Checks the relations between sizes that the forward pass relies on.
     pub fn validate(&self) -> Result<(), String> {
         let dims = [

@@ -15,6 +15,38 @@ use crate::trace::{Hook, NormSite};
 /// Tokens per forward chunk.
 pub const CHUNK: usize = 64;
 
+/// The bytes a CPU session holds at its largest, a chunk of every hook captured aside: its KV
+/// cache at `n_ctx` positions, and its scratch (activations, the attention probabilities of a
+/// chunk at `n_ctx` positions, a chunk's logits, the last logits). `None` when a product
+/// overflows u64. The loaders refuse a model whose weights and this do not fit in the budget, so
+/// a session never runs out of memory by growing up to the context.
+pub(crate) fn session_bytes(c: &Config) -> Option<(u64, u64)> {
+    use crate::formats::limits::product;
+    let [n, d, ff, v, ctx, heads] = [CHUNK, c.d_model, c.d_ff, c.vocab_size, c.n_ctx, c.n_head].map(|x| x as u64);
+    let (q, kv, layers) = (c.q_dim() as u64, c.kv_dim() as u64, c.n_layer as u64);
+    let kv_cache = product(&[2, layers, ctx, kv, 4])?;
+    let gates = if c.arch == Arch::Llama { 2 } else { 1 };
+    // Per token of a chunk: x, xn, proj, the packed matmul input (at most the widest input),
+    // q|k|v, heads and att_out, the MLP, RoPE's angles, three norm statistics.
+    let per_token = [3 * d, d.max(ff).max(q), q + 2 * kv, 2 * q, gates * ff, d, 3]
+        .iter()
+        .try_fold(0u64, |acc, &x| acc.checked_add(x))?;
+    let floats = [product(&[n, per_token])?, product(&[heads, n, ctx])?, product(&[n, v])?, product(&[3, v])?]
+        .iter()
+        .try_fold(0u64, |acc, &x| acc.checked_add(x))?;
+    Some((kv_cache, floats.checked_mul(4)?))
+}
+
+/// `n` floats, for buffers whose sizes the loader checked against the budget
+/// ([`session_bytes`]).
+///
+/// # Panics
+/// If the size overflows: only a hand-made [`Config`] that skipped `Config::check_limits` can.
+fn zeros(dims: &[usize]) -> Vec<f32> {
+    let n = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    vec![0.0; n.unwrap_or_else(|| panic!("activation sizes {dims:?} overflow: the config skipped Config::check_limits"))]
+}
+
 /// A model: hyperparameters and weights. Immutable once loaded; sessions share it.
 #[derive(Clone, Debug)]
 pub struct Model {
@@ -57,9 +89,9 @@ pub(crate) struct Activations {
     rope_sin: Vec<f32>, // [C, hd/2]
     /// The input of a packed matmul as its kernels read it (see `kernels::packed`): grows once.
     packed_input: Vec<f32>,
-    /// `[H, C, n_ctx]`: row (h, t) holds the attention probabilities of query t over keys
-    /// `0..=pos`: what `hook_pattern` shows.
-    pub(crate) att: Vec<f32>,
+    /// Row (h, t) holds the attention probabilities of query t over keys `0..=pos`: what
+    /// `hook_pattern` shows.
+    pub(crate) att: Pattern,
     pub(crate) norm_mean: Vec<f32>,  // [C]  mean of the last norm's input (LayerNorm only)
     pub(crate) norm_scale: Vec<f32>, // [C]  sqrt(var + eps), or sqrt(mean(x²) + eps) for RMSNorm
     pub(crate) resid_norm: Vec<f32>, // [C]  L2 norm of the residual after a block
@@ -71,24 +103,62 @@ impl Activations {
     pub(crate) fn new(c: &Config) -> Self {
         let (d, n) = (c.d_model, CHUNK);
         let half = if c.rope.is_some() { c.head_dim() / 2 } else { 0 };
+        let qkv = c.q_dim().saturating_add(c.kv_dim().saturating_mul(2));
         Self {
-            x: vec![0.0; n * d],
-            xn: vec![0.0; n * d],
-            qkv: vec![0.0; n * (c.q_dim() + 2 * c.kv_dim())],
-            heads: vec![0.0; n * c.q_dim()],
-            att_out: vec![0.0; n * c.q_dim()],
-            proj: vec![0.0; n * d],
-            up: vec![0.0; n * c.d_ff],
-            gate: if c.arch == Arch::Llama { vec![0.0; n * c.d_ff] } else { Vec::new() },
-            rope_cos: vec![0.0; n * half],
-            rope_sin: vec![0.0; n * half],
+            x: zeros(&[n, d]),
+            xn: zeros(&[n, d]),
+            qkv: zeros(&[n, qkv]),
+            heads: zeros(&[n, c.q_dim()]),
+            att_out: zeros(&[n, c.q_dim()]),
+            proj: zeros(&[n, d]),
+            up: zeros(&[n, c.d_ff]),
+            gate: if c.arch == Arch::Llama { zeros(&[n, c.d_ff]) } else { Vec::new() },
+            rope_cos: zeros(&[n, half]),
+            rope_sin: zeros(&[n, half]),
             packed_input: Vec::new(),
-            att: vec![0.0; c.n_head * n * c.n_ctx],
-            norm_mean: vec![0.0; n],
-            norm_scale: vec![0.0; n],
-            resid_norm: vec![0.0; n],
-            logits: vec![0.0; c.vocab_size],
+            att: Pattern { data: Vec::new(), n_ctx: c.n_ctx, width: 0 },
+            norm_mean: zeros(&[n]),
+            norm_scale: zeros(&[n]),
+            resid_norm: zeros(&[n]),
+            logits: zeros(&[c.vocab_size]),
         }
+    }
+}
+
+/// The attention probabilities of one chunk, `[H, C, ·]`. Readers index it as `[H, C, n_ctx]`
+/// (row (h, t) starts at `(h·C + t)·n_ctx`, the layout `Captures::record` reads), but rows are
+/// stored `width` long, the positions run so far: a model advertising a context of a million
+/// positions costs nothing here until they are used. (Sizing it `[H, C, n_ctx]` up front cost
+/// a gigabyte per session for a 1 MB model with a 2^20 context.)
+pub(crate) struct Pattern {
+    data: Vec<f32>,
+    n_ctx: usize,
+    /// Stored length of each row: at least the positions of the last chunk, at most `n_ctx`.
+    width: usize,
+}
+
+impl Pattern {
+    /// Makes rows hold `positions` keys. Contents are not kept: every chunk writes the rows it
+    /// reads. Widths double (in whole chunks) so that a token-by-token decode regrows rarely.
+    fn grow(&mut self, rows: usize, positions: usize) {
+        if positions <= self.width {
+            return;
+        }
+        self.width = positions.max(self.width.saturating_mul(2)).next_multiple_of(CHUNK).min(self.n_ctx).max(positions);
+        self.data.clear();
+        self.data.resize(rows.checked_mul(self.width).unwrap_or_else(|| panic!("{rows} attention rows of {} overflow", self.width)), 0.0);
+    }
+}
+
+impl std::ops::Index<std::ops::Range<usize>> for Pattern {
+    type Output = [f32];
+
+    /// `range` in `[H, C, n_ctx]` coordinates; it must lie inside one row's stored part.
+    fn index(&self, range: std::ops::Range<usize>) -> &[f32] {
+        let (row, col) = (range.start / self.n_ctx, range.start % self.n_ctx);
+        let len = range.end.saturating_sub(range.start);
+        assert!(col + len <= self.width, "attention row read past the {} positions run", self.width);
+        &self.data[row * self.width + col..][..len]
     }
 }
 
@@ -157,8 +227,9 @@ pub(crate) fn forward_chunk(
         }
         // Grouped-query attention: query head h reads key/value head h / (n_head / n_kv_head).
         let group = c.n_head / c.n_kv_head;
-        let (keys, values, qkv, n_ctx) = (&kv.k[l], &kv.v[l], &acts.qkv, c.n_ctx);
-        pool::for_each_chunk_pair(c.n_head, (&mut acts.heads, n * hd), (&mut acts.att, CHUNK * n_ctx), |head, out, probs| {
+        acts.att.grow(c.n_head * CHUNK, pos0 + n);
+        let (keys, values, qkv, width) = (&kv.k[l], &kv.v[l], &acts.qkv, acts.att.width);
+        pool::for_each_chunk_pair(c.n_head, (&mut acts.heads, n * hd), (&mut acts.att.data, CHUNK * width), |head, out, probs| {
             let kv_col = (head / group) * hd;
             for i in 0..n {
                 let q = &qkv[i * qkv_dim + head * hd..i * qkv_dim + (head + 1) * hd];
@@ -168,7 +239,7 @@ pub(crate) fn forward_chunk(
                     &values[kv_col..],
                     kv_dim,
                     pos0 + i + 1,
-                    &mut probs[i * n_ctx..(i + 1) * n_ctx],
+                    &mut probs[i * width..(i + 1) * width],
                     &mut out[i * hd..(i + 1) * hd],
                 );
             }

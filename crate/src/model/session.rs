@@ -191,8 +191,9 @@ impl Session {
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<Vec<u32>> {
         let n_ctx = self.model.config.n_ctx;
-        if prompt.len() + max_new > n_ctx {
-            return Err(Error::ContextOverflow { len: prompt.len() + max_new, n_ctx });
+        match prompt.len().checked_add(max_new) {
+            Some(len) if len <= n_ctx => {}
+            len => return Err(Error::ContextOverflow { len: len.unwrap_or(usize::MAX), n_ctx }),
         }
         self.run(prompt, &CaptureSpec::none())?;
         let mut out = Vec::with_capacity(max_new);

@@ -10,6 +10,7 @@
 //! transposes them.
 
 use crate::error::{Error, Result};
+use crate::formats::limits::{overflow, Budget, Need};
 use crate::formats::{gguf::GgufFile, safetensors::SafetensorsFile};
 use crate::kernels::packed::{self, PackedType};
 use crate::kernels::quant::{dequantize_row, GgmlType};
@@ -141,8 +142,9 @@ impl Weights {
     }
 
     /// Reads a Hugging Face safetensors checkpoint (GPT-2 or LLaMA names). Every tensor's
-    /// presence, shape and dtype is checked before anything is allocated.
-    pub fn from_safetensors(config: &Config, file: &SafetensorsFile) -> Result<Weights> {
+    /// presence, shape and dtype is checked, and the weights plus a session at the full context
+    /// are checked against `budget`, before anything is allocated.
+    pub fn from_safetensors(config: &Config, file: &SafetensorsFile, budget: &Budget) -> Result<Weights> {
         let naming = match config.arch {
             Arch::Gpt2 if file.contains("transformer.wte.weight") => Naming::HfGpt2 { prefix: "transformer." },
             Arch::Gpt2 => Naming::HfGpt2 { prefix: "" },
@@ -152,10 +154,14 @@ impl Weights {
         let explicit_head = !config.tied_head
             || (file.contains("lm_head.weight")
                 && file.raw("lm_head.weight")? != file.raw(&naming.name("token_embd.weight"))?);
-        let layout = Layout::new(config, explicit_head);
+        let layout = Layout::new(config, explicit_head)?;
         for t in &layout.tensors {
             file.check(&naming.name(&t.name), &naming.stored_shape(t))?;
         }
+        // GPT-2's Conv1D matrices pass through one transposition buffer, the largest of them.
+        let transposed = layout.tensors.iter().filter(|t| naming.is_conv1d(&t.name)).map(PlannedTensor::len).max();
+        let floats_bytes = layout.n_floats.checked_add(transposed.unwrap_or(0)).and_then(|n| (n as u64).checked_mul(4));
+        budget.check(&need(config, floats_bytes)?)?;
         let mut floats = vec![0f32; layout.n_floats];
         for t in &layout.tensors {
             let (name, stored) = (naming.name(&t.name), naming.stored_shape(t));
@@ -173,9 +179,9 @@ impl Weights {
 
     /// Reads the tensors of a GGUF file. Vectors (norms, biases) are decoded to f32; matrices
     /// stay in their stored type unless they are F32.
-    pub fn from_gguf(config: &Config, file: &GgufFile) -> Result<Weights> {
+    pub fn from_gguf(config: &Config, file: &GgufFile, budget: &Budget) -> Result<Weights> {
         let explicit_head = !config.tied_head || file.tensor("output.weight").is_ok();
-        let mut layout = Layout::new(config, explicit_head);
+        let mut layout = Layout::new(config, explicit_head)?;
         // Check every tensor and size the block buffer before allocating anything.
         let mut n_blocks = 0usize;
         for t in &mut layout.tensors {
@@ -197,6 +203,8 @@ impl Weights {
             }
         }
         layout.compact_floats();
+        let weight_bytes = (layout.n_floats as u64).checked_mul(4).and_then(|f| f.checked_add(n_blocks as u64));
+        budget.check(&need(config, weight_bytes)?)?;
         let mut floats = vec![0f32; layout.n_floats];
         let mut blocks = Vec::with_capacity(n_blocks);
         for t in &layout.tensors {
@@ -212,12 +220,23 @@ impl Weights {
 
     /// Weights with every value drawn from a seeded generator: for benchmarks and tests that need
     /// a model of a given shape without a checkpoint file.
+    ///
+    /// # Panics
+    /// If the config's sizes overflow (a config that `Config::check_limits` would refuse).
     pub fn random(config: &Config, seed: u64) -> Weights {
-        let layout = Layout::new(config, !config.tied_head);
+        let layout = Layout::new(config, !config.tied_head).unwrap_or_else(|e| panic!("Weights::random: {e}"));
         let mut rng = crate::sample::Rng::new(seed);
         let floats = (0..layout.n_floats).map(|_| (rng.next_f32() - 0.5) * 0.2).collect();
         layout.into_weights(floats, Vec::new())
     }
+}
+
+/// What the weights (`weight_bytes`, `None` when the sum overflowed) and a session at the full
+/// context need.
+fn need(config: &Config, weight_bytes: Option<u64>) -> Result<Need> {
+    let weights = weight_bytes.ok_or_else(|| overflow("the weights"))?;
+    let (kv_cache, scratch) = super::forward::session_bytes(config).ok_or_else(|| overflow("a session's memory"))?;
+    Ok(Need { weights, kv_cache, scratch, n_ctx: config.n_ctx })
 }
 
 /// `[in, out]` (Conv1D) → `[out, in]` (one row per output).
@@ -330,54 +349,62 @@ impl PlannedTensor {
 }
 
 impl Layout {
-    fn new(c: &Config, explicit_head: bool) -> Layout {
+    /// Plans every tensor of `c`. The config's sizes are capped (`Config::check_limits`) before
+    /// this runs, so the plan is at most a few thousand entries; every size is still computed
+    /// with checked arithmetic, since a wasm32 `usize` overflows at 4 G.
+    fn new(c: &Config, explicit_head: bool) -> Result<Layout> {
         let (d, f, v) = (c.d_model, c.d_ff, c.vocab_size);
         let gpt2 = c.arch == Arch::Gpt2;
         let mut layout = Layout { tensors: Vec::new(), n_floats: 0, arch: c.arch, n_layer: c.n_layer, explicit_head };
-        layout.push("token_embd.weight".into(), vec![v, d]);
+        layout.push("token_embd.weight".into(), vec![v, d])?;
         if gpt2 {
-            layout.push("position_embd.weight".into(), vec![c.n_ctx, d]);
+            layout.push("position_embd.weight".into(), vec![c.n_ctx, d])?;
         }
+        let qkv = d.checked_mul(3).ok_or_else(|| overflow("attn_qkv"))?;
         for l in 0..c.n_layer {
-            let linear = |layout: &mut Layout, name: &str, rows: usize, cols: usize| {
-                layout.push(format!("blk.{l}.{name}.weight"), vec![rows, cols]);
+            let linear = |layout: &mut Layout, name: &str, rows: usize, cols: usize| -> Result<()> {
+                layout.push(format!("blk.{l}.{name}.weight"), vec![rows, cols])?;
                 if gpt2 {
-                    layout.push(format!("blk.{l}.{name}.bias"), vec![rows]);
+                    layout.push(format!("blk.{l}.{name}.bias"), vec![rows])?;
                 }
+                Ok(())
             };
             let norm = |layout: &mut Layout, name: &str| linear(layout, name, d, 0);
-            norm(&mut layout, "attn_norm");
+            norm(&mut layout, "attn_norm")?;
             if gpt2 {
-                linear(&mut layout, "attn_qkv", 3 * d, d);
+                linear(&mut layout, "attn_qkv", qkv, d)?;
             } else {
-                linear(&mut layout, "attn_q", c.q_dim(), d);
-                linear(&mut layout, "attn_k", c.kv_dim(), d);
-                linear(&mut layout, "attn_v", c.kv_dim(), d);
+                linear(&mut layout, "attn_q", c.q_dim(), d)?;
+                linear(&mut layout, "attn_k", c.kv_dim(), d)?;
+                linear(&mut layout, "attn_v", c.kv_dim(), d)?;
             }
-            linear(&mut layout, "attn_output", d, c.q_dim());
-            norm(&mut layout, "ffn_norm");
+            linear(&mut layout, "attn_output", d, c.q_dim())?;
+            norm(&mut layout, "ffn_norm")?;
             if !gpt2 {
-                linear(&mut layout, "ffn_gate", f, d);
+                linear(&mut layout, "ffn_gate", f, d)?;
             }
-            linear(&mut layout, "ffn_up", f, d);
-            linear(&mut layout, "ffn_down", d, f);
+            linear(&mut layout, "ffn_up", f, d)?;
+            linear(&mut layout, "ffn_down", d, f)?;
         }
-        layout.push("output_norm.weight".into(), vec![d]);
+        layout.push("output_norm.weight".into(), vec![d])?;
         if gpt2 {
-            layout.push("output_norm.bias".into(), vec![d]);
+            layout.push("output_norm.bias".into(), vec![d])?;
         }
         if explicit_head {
-            layout.push("output.weight".into(), vec![v, d]);
+            layout.push("output.weight".into(), vec![v, d])?;
         }
-        layout
+        Ok(layout)
     }
 
     /// Adds a tensor; a zero width marks a vector (norm weights share [`Layout::new`]'s helper).
-    fn push(&mut self, name: String, shape: Vec<usize>) {
+    fn push(&mut self, name: String, shape: Vec<usize>) -> Result<()> {
         let shape = if shape.get(1) == Some(&0) { vec![shape[0]] } else { shape };
-        let t = PlannedTensor { name, shape, float_offset: self.n_floats, block: None };
-        self.n_floats += t.len();
-        self.tensors.push(t);
+        // Checked here once, so that `PlannedTensor::len` and every offset below cannot overflow.
+        let len = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or_else(|| overflow(&name))?;
+        let end = self.n_floats.checked_add(len).ok_or_else(|| overflow("the weights"))?;
+        self.tensors.push(PlannedTensor { name, shape, float_offset: self.n_floats, block: None });
+        self.n_floats = end;
+        Ok(())
     }
 
     /// Re-packs the float buffer once some matrices have moved to the block buffer.

@@ -1,0 +1,41 @@
+//! The GGUF reader on arbitrary bytes: parsing, every accessor a loader uses, the config, the
+//! tokenizer metadata and the weights built from it under a small memory budget. Anything but a
+//! typed error or a value is a finding.
+//!
+//! Building the BPE tokenizer itself is left out: it compiles the pre-tokenizer's Unicode regexes
+//! (tens of milliseconds under ASan), which would bring this target to a few dozen executions a
+//! second; the `tokenizer_json` and `bpe_encode` targets cover the BPE code.
+#![no_main]
+
+use gptlens::formats::limits::{Budget, BudgetOrigin};
+use gptlens::formats::{gguf::GgufFile, gguf_config};
+use gptlens::model::Weights;
+use gptlens::tokenizer::GgufVocab;
+use libfuzzer_sys::fuzz_target;
+
+/// Small enough that libFuzzer's 2 GB RSS limit is never the one that trips.
+const BUDGET: u64 = 256 << 20;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(file) = GgufFile::parse(data) else { return };
+    for t in file.tensors() {
+        let _ = t.row(0);
+        let _ = t.row(t.n_rows().saturating_sub(1));
+        assert!(t.row(t.n_rows()).is_none());
+        // to_f32 decodes the whole tensor; its size is bounded by the input's.
+        if t.row_len().saturating_mul(t.n_rows()) <= 1 << 16 {
+            assert_eq!(t.to_f32().len(), t.row_len() * t.n_rows());
+        }
+    }
+    for (key, value) in file.metadata_entries() {
+        let _ = (file.metadata(key), value.describe());
+    }
+    let _ = GgufVocab::from_gguf(&file);
+    if let Ok(config) = gguf_config::parse(&file) {
+        let budget = Budget { bytes: BUDGET, origin: BudgetOrigin::Option, files: data.len() as u64 };
+        if let Ok(weights) = Weights::from_gguf(&config, &file, &budget) {
+            let mut row = vec![0.0; config.d_model];
+            weights.row(&weights.token_embd, config.vocab_size - 1, &mut row);
+        }
+    }
+});

@@ -16,6 +16,9 @@ pub struct Checkpoint {
     pub model: Arc<Model>,
     /// `None` when the files hold no tokenizer: the model then runs on token ids only.
     pub tokenizer: Option<Tokenizer>,
+    /// The model's own name when its files give one: GGUF `general.name`, or config.json's
+    /// `_name_or_path` (what `transformers` saved it from).
+    pub name: Option<String>,
 }
 
 /// How to load a checkpoint. The default is what `from_files`, `from_gguf` and `open` use.
@@ -71,7 +74,11 @@ impl Checkpoint {
                 )));
             }
         }
-        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer })
+        let name = serde_json::from_slice::<serde_json::Value>(config_bytes)
+            .ok()
+            .and_then(|v| v.get("_name_or_path")?.as_str().map(str::to_owned))
+            .filter(|n| !n.trim().is_empty());
+        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, name })
     }
 
     /// Loads a GGUF file: config, weights (quantized blocks kept as stored) and, when its metadata
@@ -93,7 +100,8 @@ impl Checkpoint {
             Some(_) => Some(Tokenizer::from_gguf(&file)?),
             None => None,
         };
-        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer })
+        let name = file.metadata("general.name").and_then(|v| v.as_str()).map(str::to_owned).filter(|n| !n.trim().is_empty());
+        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, name })
     }
 
     /// Loads a model folder, a `.gguf` file, or a `.safetensors` file with its `config.json` (and

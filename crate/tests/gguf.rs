@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use gptlens::formats::gguf::{Array, GgufFile, Value};
 use gptlens::kernels::quant::{dequantize_row, dot_row_quant, GgmlType};
 use gptlens::sample::Rng;
-use gptlens::Error;
+use gptlens::{Checkpoint, Error};
 
 // ---- a tiny GGUF writer ------------------------------------------------------------------------
 
@@ -559,4 +559,14 @@ fn a_header_past_256_mib_is_refused_by_its_size() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// A GGUF's `general.name` names the model (the page shows it for a file someone opened).
+#[test]
+fn the_model_name_comes_from_general_name() {
+    let fixtures = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures"));
+    let ckpt = Checkpoint::open(&fixtures.join("llama-tiny-q/model.gguf")).unwrap();
+    assert_eq!(ckpt.name.as_deref(), Some("gptlens llama-tiny-q"));
+    let hf = Checkpoint::open(&fixtures.join("gpt2-tiny-f32")).unwrap();
+    assert_eq!(hf.name, None, "its config.json has no _name_or_path");
 }

@@ -39,6 +39,8 @@ export interface SamplingParams { temperature: number; topK?: number; topP?: num
 export interface TensorData { shape: number[]; data: Float32Array; }
 export interface TokenProb { id: number; prob: number; }
 export interface ModelInfo {
+  /** The model's own name, when its files give one (GGUF `general.name`, config.json's `_name_or_path`). */
+  name?: string;
   architecture: string;
   nLayer: number;
   nHead: number;

@@ -25,6 +25,10 @@ pub struct Model {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ModelInfo {
+    /// The model's own name, when its files give one (GGUF `general.name`, config.json's
+    /// `_name_or_path`); serialised as `undefined` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
     architecture: &'static str,
     n_layer: usize,
     n_head: usize,
@@ -77,6 +81,7 @@ impl Model {
         let model = &self.checkpoint.model;
         let c = &model.config;
         to_js(&ModelInfo {
+            name: self.checkpoint.name.clone(),
             architecture: c.arch.name(),
             n_layer: c.n_layer,
             n_head: c.n_head,

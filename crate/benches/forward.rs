@@ -8,25 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use gptlens::model::{Arch, Config, Weights};
+use gptlens::model::{Config, Weights};
 use gptlens::{CaptureSpec, Model, Session};
 
 fn gpt2_small() -> Arc<Model> {
-    let config = Config {
-        arch: Arch::Gpt2,
-        n_layer: 12,
-        n_head: 12,
-        n_kv_head: 12,
-        d_model: 768,
-        d_ff: 3072,
-        vocab_size: 50257,
-        n_ctx: 1024,
-        norm_eps: 1e-5,
-        rope: None,
-        bos_token_id: Some(50256),
-        eos_token_id: Some(50256),
-        tied_head: true,
-    };
+    let config = Config::gpt2_small();
     Arc::new(Model { weights: Weights::random(&config, 1), config })
 }
 

@@ -15,20 +15,6 @@ use crate::gpu::Gpu;
 use crate::kernels::quant::GgmlType;
 use crate::model::{Linear, Matrix, Model, Norm, Rows, Weights};
 
-/// Every stored matrix type, each with its `formats/*.wgsl` decoder (Q4_0, Q4_1 and Q8_0 in the
-/// packed layout of `kernels/packed.rs`, as loading leaves them).
-pub const FORMATS: [GgmlType; 9] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q8_0,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
-
 /// The type a matrix's rows are stored as (Q4_0/Q4_1/Q8_0: in their packed layout).
 pub fn storage_type(rows: &Rows) -> GgmlType {
     match *rows {
@@ -38,7 +24,9 @@ pub fn storage_type(rows: &Rows) -> GgmlType {
     }
 }
 
-/// How a matrix of a stored type sits on the GPU and which decoder reads it.
+/// How a matrix of a stored type sits on the GPU and which decoder reads it. Every
+/// [`GgmlType::ALL`] has a `formats/*.wgsl` decoder (Q4_0, Q4_1 and Q8_0 in the packed layout of
+/// `kernels/packed.rs`, as loading leaves them).
 pub trait GpuFormat: Copy {
     /// The WGSL `decode_unit` for this format (prepended to `matmul.wgsl`).
     fn wgsl(self) -> &'static str;

@@ -35,6 +35,19 @@ pub enum GgmlType {
 const QK_K: usize = 256;
 
 impl GgmlType {
+    /// Every type gptlens reads.
+    pub const ALL: [GgmlType; 9] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::BF16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ];
+
     /// The type with ggml id `id` (`ggml_type` in ggml.h), if gptlens can decode it.
     pub fn from_id(id: u32) -> Option<GgmlType> {
         Some(match id {
@@ -470,17 +483,7 @@ mod tests {
     use super::*;
     use crate::kernels::dot;
 
-    const ALL: [GgmlType; 9] = [
-        GgmlType::F32,
-        GgmlType::F16,
-        GgmlType::BF16,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q8_0,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-    ];
+    const ALL: [GgmlType; 9] = GgmlType::ALL;
 
     /// A fixture from `make_quant_fixtures.py`: raw blocks and the `gguf` package's decoding.
     struct Fixture {

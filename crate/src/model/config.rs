@@ -73,6 +73,26 @@ pub struct Config {
 }
 
 impl Config {
+    /// GPT-2 small's shape (124M parameters, 50257 tokens, context 1024): what the benchmarks
+    /// run with random weights when no checkpoint is at hand.
+    pub fn gpt2_small() -> Config {
+        Config {
+            arch: Arch::Gpt2,
+            n_layer: 12,
+            n_head: 12,
+            n_kv_head: 12,
+            d_model: 768,
+            d_ff: 3072,
+            vocab_size: 50257,
+            n_ctx: 1024,
+            norm_eps: 1e-5,
+            rope: None,
+            bos_token_id: Some(50256),
+            eos_token_id: Some(50256),
+            tied_head: true,
+        }
+    }
+
     pub fn head_dim(&self) -> usize {
         self.d_model / self.n_head
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use half::{bf16, f16};
 
 use super::{Kernel, Pipelines};
-use crate::gpu::weights::{GpuFormat, FORMATS};
+use crate::gpu::weights::GpuFormat;
 use crate::gpu::Gpu;
 use crate::kernels::packed::{self, PackedType};
 use crate::kernels::quant::{dequantize_row, GgmlType};
@@ -150,7 +150,7 @@ fn random_row(format: GgmlType, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32
 fn matmul_matches_the_cpu_for_every_format() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(7);
-    for format in FORMATS {
+    for format in GgmlType::ALL {
         let widths: &[usize] = match format {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => &[37, 96],
             GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => &[256, 512],

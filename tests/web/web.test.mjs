@@ -8,13 +8,15 @@
 // those tests, or fails them under REQUIRE_GPU=1.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { init, Model } from 'gptlens';
 import { launchChromium, skipOrFail } from '../support/browser.mjs';
 import { createRequire } from 'node:module';
 import { servePage } from './page-server.mjs';
+import { allocateSafetensors, parseSafetensors } from '../support/safetensors.mjs';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 const shots = `${repo}/tests/output/web`;
@@ -147,14 +149,14 @@ test('a model loads from a URL and from dropped files; a URL that fails keeps th
   const url = page.getByTestId('model-url');
   await url.fill(`${server.url}/models/fixtures/llama-tiny-q/model.gguf`);
   await url.press('Enter');
-  await page.locator('[data-field=model]').filter({ hasText: /^model\.gguf\s*llama · 2 layers × 4 heads \(2 key\/value\)/ }).waitFor();
+  await page.locator('[data-field=model]').filter({ hasText: /^gptlens llama-tiny-q\s*llama · 2 layers × 4 heads \(2 key\/value\)/ }).waitFor();
   await page.getByTestId('candidate').first().waitFor();
   assert.equal((await gridCanvases(page)).length, 8);
   assert.match(await page.getByTestId('layernorm').innerText(), /RMSNorm/);
 
   await url.fill(`${server.url}/models/fixtures/no-such-model.gguf`);
   await url.press('Enter');
-  await page.getByTestId('model-error').filter({ hasText: /answered 404.* Still showing model\.gguf\./ }).waitFor();
+  await page.getByTestId('model-error').filter({ hasText: /answered 404.* Still showing gptlens llama-tiny-q\./ }).waitFor();
 
   // Dropping a config.json + model.safetensors + tokenizer.json set anywhere on the page.
   await page.evaluate(async () => {
@@ -200,6 +202,57 @@ test('step appends one token, generate streams several, the views follow', async
   const first = (await candidates(page))[0];
   await page.getByTestId('candidate').first().click();
   await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] li:last-child .chip-id')?.textContent === id, String(first.id));
+  await page.close();
+});
+
+test('Ctrl+Z undoes a step, a generation or an appended candidate as one unit, Ctrl+Shift+Z redoes it; typing keeps its own undo', async () => {
+  const page = await openPage({ prompt: 'The' });
+  const box = page.getByTestId('prompt');
+  const showing = (n) => page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, n);
+  const holds = (text) => page.waitForFunction((text) => document.querySelector('[data-testid=prompt]').value === text, text);
+  const before = (await chipIds(page)).length;
+  await page.getByLabel('Tokens to generate').fill('4');
+  await page.getByTestId('generate').click();
+  await showing(before + 4);
+  await page.getByTestId('generate').filter({ hasText: 'Generate' }).waitFor();
+  const generated = await box.inputValue();
+  const generatedIds = await chipIds(page);
+  assert.notEqual(generated, 'The');
+  // The whole generation is one unit: one Ctrl+Z takes all four tokens back, Ctrl+Shift+Z returns them.
+  await box.focus();
+  await page.keyboard.press('Control+z');
+  await holds('The');
+  await showing(before);
+  await page.screenshot({ path: `${shots}/undo-generation.png`, clip: { x: 0, y: 0, width: 1280, height: 420 } });
+  await page.keyboard.press('Control+Shift+z');
+  await holds(generated);
+  await showing(before + 4);
+  assert.deepEqual(await chipIds(page), generatedIds, 'the same tokens come back');
+  // A step, and a clicked candidate (Cmd+Z, as on macOS).
+  await page.getByTestId('step').click();
+  await showing(before + 5);
+  await box.focus();
+  await page.keyboard.press('Meta+z');
+  await holds(generated);
+  await page.getByTestId('candidate').first().click();
+  await showing(before + 5);
+  await box.focus();
+  await page.keyboard.press('Control+z');
+  await holds(generated);
+  await showing(before + 4);
+  // Typing is the box's own undo; once it is undone, Ctrl+Z reaches the generation again.
+  await box.press('End');
+  await box.pressSequentially(' x', { delay: 20 });
+  await holds(`${generated} x`);
+  await page.keyboard.press('Control+z');
+  await page.waitForFunction((text) => document.querySelector('[data-testid=prompt]').value !== text, `${generated} x`);
+  const undoneTyping = await box.inputValue();
+  assert.ok(`${generated} x`.startsWith(undoneTyping) && undoneTyping.startsWith(generated), `typing undone to “${undoneTyping}”`);
+  if (undoneTyping === generated) {
+    await page.keyboard.press('Control+z');
+    await holds('The');
+    await showing(before);
+  }
   await page.close();
 });
 
@@ -587,6 +640,102 @@ test('export: the trace as safetensors, the numbers as CSV, a view as PNG', asyn
 });
 
 /**
+ * A folder `gpt2-deep-16` (in a fresh temporary directory) holding the GPT-2 fixture stretched to
+ * 16 layers (its two layers repeated, the copies' outputs zeroed), its config without a `_name_or_path`, and its tokenizer:
+ * a model named only by its folder, whose attention grid is taller than its scroll box.
+ */
+async function deepGpt2Folder() {
+  const source = `${repo}/tests/fixtures/gpt2-tiny-f32`;
+  const { tensors } = parseSafetensors(await readFile(`${source}/model.safetensors`));
+  const layers = 16;
+  const entries = [];
+  for (const [name, tensor] of Object.entries(tensors)) {
+    const match = /^h\.(\d+)\.(.*)$/.exec(name);
+    if (!match) entries.push({ name, tensor });
+    else for (let layer = Number(match[1]); layer < layers; layer += 2) entries.push({ name: `h.${layer}.${match[2]}`, tensor });
+  }
+  const { file, regions } = allocateSafetensors(entries.map(({ name, tensor }) => ({ name, dtype: 'F32', shape: tensor.shape, byteLength: tensor.data.byteLength })));
+  // Layers past the first two write nothing (output projections left zero): random weights
+  // stacked 16 deep would blow the residual stream up; their attention is still computed.
+  for (const { name, tensor } of entries) if (!/^h\.([2-9]|1\d)\..*c_proj/.test(name)) regions[name].set(new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength));
+  const config = JSON.parse(await readFile(`${source}/config.json`, 'utf8'));
+  delete config._name_or_path;
+  const folder = `${await mkdtemp(`${tmpdir()}/gptlens-web-`)}/gpt2-deep-16`;
+  await mkdir(folder);
+  await Promise.all([
+    writeFile(`${folder}/model.safetensors`, file),
+    writeFile(`${folder}/config.json`, JSON.stringify({ ...config, n_layer: layers })),
+    writeFile(`${folder}/tokenizer.json`, await readFile(`${source}/tokenizer.json`)),
+  ]);
+  return folder;
+}
+
+test('a model opened from files is named by itself (GGUF general.name) or its folder; the grid’s labels stay in view while it scrolls', async () => {
+  const page = await openPage({ prompt: PROMPT });
+  // A GGUF: its own name, not “model.gguf”.
+  await page.getByTestId('model-files').setInputFiles(`${repo}/tests/fixtures/llama-tiny-q/model.gguf`);
+  await page.locator('[data-field=model]').filter({ hasText: /^gptlens llama-tiny-q\s*llama · 2 layers/ }).waitFor();
+  assert.match(await page.getByTestId('model-select').locator('option:checked').textContent(), /^gptlens llama-tiny-q · /);
+
+  // A folder (config.json without a name, weights, tokenizer): the folder's name.
+  const folder = await deepGpt2Folder();
+  try {
+    await page.getByTestId('model-folder').setInputFiles(folder);
+    await page.locator('[data-field=model]').filter({ hasText: /^gpt2-deep-16\s*gpt2 · 16 layers × 4 heads/ }).waitFor();
+  } finally {
+    await rm(`${folder}/..`, { recursive: true, force: true });
+  }
+  await page.getByTestId('candidate').first().waitFor();
+
+  // 16 layers overflow the grid's scroll box: scrolled, the head labels stay on top and each
+  // visible layer's label stays beside its row, in view and not covered.
+  const grid = page.getByTestId('attention-grid');
+  const scroller = grid.locator('xpath=..');
+  const inView = () =>
+    scroller.evaluate((box) => {
+      const frame = box.getBoundingClientRect();
+      const onTop = (label) => {
+        const rect = label.getBoundingClientRect();
+        const hit = document.elementFromPoint(rect.x + rect.width / 2, rect.y + rect.height / 2);
+        return { text: label.textContent, top: rect.top, bottom: rect.bottom, left: rect.left, right: rect.right, onTop: hit === label || label.contains(hit) };
+      };
+      const heads = [...box.querySelectorAll('.head-label')].map(onTop);
+      const rows = [...box.querySelectorAll('.grid-row:not(.grid-head)')].filter((row) => {
+        const head = row.querySelector('button.head').getBoundingClientRect();
+        return head.top >= frame.top + 30 && head.bottom <= frame.bottom;
+      });
+      const layers = rows.map((row) => onTop(row.querySelector('.layer-label')));
+      return { frame: { top: frame.top, bottom: frame.bottom, left: frame.left, right: frame.right }, scrolled: box.scrollTop, overflow: box.scrollHeight - box.clientHeight, heads, layers };
+    });
+  const check = (state, what) => {
+    assert.equal(state.heads.length, 4);
+    for (const label of [...state.heads, ...state.layers]) {
+      assert.ok(label.top >= state.frame.top - 1 && label.bottom <= state.frame.bottom + 1, `${what}: ${label.text} is inside the scroll box vertically`);
+      assert.ok(label.left >= state.frame.left - 1 && label.right <= state.frame.right + 1, `${what}: ${label.text} is inside the scroll box horizontally`);
+      assert.ok(label.onTop, `${what}: ${label.text} is not covered`);
+    }
+    assert.ok(state.layers.length >= 2, `${what}: ${state.layers.length} layer rows in view`);
+  };
+  await scroller.evaluate((box) => box.scrollIntoView({ block: 'start' }));
+  const top = await inView();
+  assert.ok(top.frame.bottom <= SIZES.wide.height, 'the whole scroll box is on screen');
+  assert.ok(top.overflow > 400, `the grid overflows its box by ${top.overflow} px`);
+  check(top, 'unscrolled');
+  await scroller.evaluate((box) => box.scrollBy(0, 700));
+  const middle = await inView();
+  assert.ok(middle.scrolled >= 600, `scrolled ${middle.scrolled} px`);
+  check(middle, 'scrolled');
+  const { frame } = middle;
+  await page.screenshot({ path: `${shots}/grid-sticky-labels.png`, clip: { x: frame.left - 8, y: frame.top - 8, width: frame.right - frame.left + 16, height: frame.bottom - frame.top + 16 } });
+  assert.ok(middle.heads.every((label) => label.top <= middle.frame.top + 4), 'the head labels stuck to the top of the box');
+  await scroller.evaluate((box) => box.scrollTo(0, box.scrollHeight));
+  const bottom = await inView();
+  check(bottom, 'scrolled to the end');
+  assert.ok(bottom.layers.some((label) => label.text === 'L15'), 'the last layer is labelled');
+  await page.close();
+});
+
+/**
  * The tiny LLaMA fixture (RoPE: no position weights, so its context is only a number) with its
  * GGUF's llama.context_length patched from 64 to 1024, dropped onto the page.
  */
@@ -673,6 +822,64 @@ test('a 512-token prompt: max-pooled thumbnails, a zoomable map with legible lab
   await page.getByTestId('attention-detail').screenshot({ path: `${shots}/long-512-map-zoomed.png` });
   await page.keyboard.press('0');
   assert.equal((await labels()).zoom, 1);
+
+  // A pinch: two pointers moving apart zoom in about the point between them, together zoom out.
+  const pinch = (from, to) =>
+    map.evaluate((canvas, [from, to]) => {
+      const rect = canvas.getBoundingClientRect();
+      const [cx, cy] = [rect.x + rect.width * 0.6, rect.y + rect.width * 0.4];
+      const send = (type, id, dx) =>
+        canvas.dispatchEvent(new PointerEvent(type, { pointerId: id, pointerType: 'touch', isPrimary: id === 1, clientX: cx + dx, clientY: cy, bubbles: true, cancelable: true }));
+      send('pointerdown', 1, -from);
+      send('pointerdown', 2, from);
+      for (let i = 1; i <= 5; i++) {
+        const spread = from + ((to - from) * i) / 5;
+        send('pointermove', 1, -spread);
+        send('pointermove', 2, spread);
+      }
+      send('pointerup', 1, -to);
+      send('pointerup', 2, to);
+      return canvas.zoomLevel;
+    }, [from, to]);
+  const pinched = await pinch(20, 80);
+  assert.ok(Math.abs(pinched - 4) < 0.01, `pinched from 40 to 160 px apart: zoom ${pinched}`);
+  assertLegible(await labels(), 'pinched');
+  const unpinched = await pinch(80, 40);
+  assert.ok(Math.abs(unpinched - 2) < 0.01, `pinched back to 80 px apart: zoom ${unpinched}`);
+  await page.keyboard.press('0');
+
+  // Narrow, the fitted map has more tokens than pixels: it is max-pooled like the thumbnails, so
+  // each of the strongest weights still shows at full strength somewhere in its footprint.
+  await page.setViewportSize(SIZES.narrow);
+  await page.waitForFunction(() => document.querySelector('[data-testid=attention-map]')?.cellGeometry?.cell < 1);
+  const pooled = await map.evaluate((canvas) => {
+    const { left, top, cell, factor, ratio } = canvas.cellGeometry;
+    const source = canvas.cellImage.getContext('2d').getImageData(0, 0, canvas.cellImage.width, canvas.cellImage.height);
+    const shown = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+    const light = (data, i) => 0.2126 * data[i] + 0.7152 * data[i + 1] + 0.0722 * data[i + 2];
+    const t = source.width;
+    const cells = [];
+    for (let q = 1; q < t; q++) for (let k = 1; k <= q; k++) cells.push({ q, k, l: light(source.data, (q * t + k) * 4) });
+    cells.sort((a, b) => b.l - a.l);
+    const missing = [];
+    for (const { q, k, l } of cells.slice(0, 200)) {
+      // The device pixels the cell covers, and one more each side.
+      const [x0, y0] = [Math.floor((left + k * cell) * ratio) - 1, Math.floor((top + q * cell) * ratio) - 1];
+      const [x1, y1] = [Math.ceil((left + (k + 1) * cell) * ratio) + 1, Math.ceil((top + (q + 1) * cell) * ratio) + 1];
+      let best = 0;
+      for (let y = Math.max(0, y0); y < Math.min(shown.height, y1); y++) {
+        for (let x = Math.max(0, x0); x < Math.min(shown.width, x1); x++) best = Math.max(best, light(shown.data, (y * shown.width + x) * 4));
+      }
+      if (best < l - 2) missing.push({ q, k, l, best });
+    }
+    return { factor, cell, t, missing };
+  });
+  assert.equal(pooled.t, 512);
+  assert.ok(pooled.cell < 1 && pooled.factor >= 2, `${pooled.cell} px per token, pooled ${pooled.factor}×`);
+  assert.deepEqual(pooled.missing, [], `every one of the 200 strongest weights shows at ${pooled.factor}× pooling`);
+  assertLegible(await labels(), 'narrow');
+  await page.getByTestId('attention-detail').screenshot({ path: `${shots}/long-512-map-narrow-pooled.png` });
+  await page.setViewportSize(SIZES.wide);
 
   // The query row: the last token's weight on all 512 keys, labelled.
   await page.getByRole('tab', { name: 'Query row' }).click();

@@ -30,6 +30,12 @@ export class Live {
     this.exclusive(() => this.showPrompt(text, keystroke)),
   );
   private readonly repredict = coalesceLatest(() => this.exclusive(() => this.predictAgain()));
+  /** Generated text as undoable units (a step, a generation, an appended candidate): the prompt
+   * before and after each. Typing is the prompt box's own undo; these sit on top of it. */
+  private readonly undone: { before: string; after: string }[] = [];
+  private readonly done: { before: string; after: string }[] = [];
+  /** The unit in progress (a generation spans many steps), awaited before an undo. */
+  private unit: Promise<void> | undefined;
 
   constructor(private readonly store: Store) {}
 
@@ -37,8 +43,10 @@ export class Live {
     return this.store.state.model?.engine;
   }
 
-  /** A keystroke in the prompt box. */
-  edit(text: string): void {
+  /** A keystroke in the prompt box (or any new prompt text; `typed` false for an undo or redo,
+   * which keeps the redo history). */
+  edit(text: string, typed = true): void {
+    if (typed) this.undone.length = 0;
     const keystroke = this.clock.keystroke();
     this.store.set({ prompt: text, generating: false });
     void this.runPrompt(text, keystroke);
@@ -72,27 +80,76 @@ export class Live {
     void this.repredict();
   }
 
-  /** Appends `token` (a candidate the reader clicked). */
+  /** Appends `token` (a candidate the reader clicked): one undoable unit. */
   choose(token: number): Promise<void> {
-    return this.exclusive(() => this.append(async () => token));
+    return this.undoable(() => this.exclusive(() => this.append(async () => token)));
   }
 
-  /** Appends a token sampled under the current settings. */
+  /** Appends a token sampled under the current settings: one undoable unit. */
   step(): Promise<void> {
-    return this.exclusive(() => this.append((engine) => engine.sample(this.store.state.sampling)));
+    return this.undoable(() => this.sampleOne());
   }
 
-  /** Samples up to `count` tokens one at a time, every view following, until stopped or full. */
-  async generate(count: number): Promise<void> {
-    this.store.set({ generating: true });
-    for (let i = 0; i < count && this.store.state.generating; i++) {
-      const full = this.tokens.length >= (this.engine?.info.contextLength ?? 0);
-      if (full || this.tokens.length === 0) break;
-      await this.step();
-      // End of sequence: the model has finished its answer.
-      if (this.tokens[this.tokens.length - 1] === this.engine?.info.eosTokenId) break;
+  /** Samples up to `count` tokens one at a time, every view following, until stopped or full;
+   * the whole generation is one undoable unit. */
+  generate(count: number): Promise<void> {
+    return this.undoable(async () => {
+      this.store.set({ generating: true });
+      for (let i = 0; i < count && this.store.state.generating; i++) {
+        const full = this.tokens.length >= (this.engine?.info.contextLength ?? 0);
+        if (full || this.tokens.length === 0) break;
+        await this.sampleOne();
+        // End of sequence: the model has finished its answer.
+        if (this.tokens[this.tokens.length - 1] === this.engine?.info.eosTokenId) break;
+      }
+      this.store.set({ generating: false });
+    });
+  }
+
+  /**
+   * Undoes the last step, generation or appended candidate when the prompt is still what it left
+   * (a generation in progress stops first). False when there is none: the prompt box's own undo
+   * (typing) applies.
+   */
+  undo(): boolean {
+    return this.travel(this.done, this.undone, 'after', 'before');
+  }
+
+  /** Redoes the last undone unit when the prompt is still what the undo left. */
+  redo(): boolean {
+    return this.travel(this.undone, this.done, 'before', 'after');
+  }
+
+  private travel(from: { before: string; after: string }[], to: { before: string; after: string }[], now: 'before' | 'after', then: 'before' | 'after'): boolean {
+    if (this.store.state.generating) {
+      // Stop, and undo once the generation has settled.
+      this.stop();
+      void this.unit?.then(() => this.travel(from, to, now, then));
+      return true;
     }
-    this.store.set({ generating: false });
+    const last = from[from.length - 1];
+    if (!last || last[now] !== this.store.state.prompt) return false;
+    from.pop();
+    to.push(last);
+    this.edit(last[then], false);
+    return true;
+  }
+
+  /** Runs `task` (which changes the prompt by generated tokens) and records it as one unit. */
+  private undoable(task: () => Promise<void>): Promise<void> {
+    const before = this.store.state.prompt;
+    const recorded = task().finally(() => {
+      const after = this.store.state.prompt;
+      if (after === before) return;
+      this.done.push({ before, after });
+      this.undone.length = 0;
+    });
+    this.unit = recorded.catch(() => {});
+    return recorded;
+  }
+
+  private sampleOne(): Promise<void> {
+    return this.exclusive(() => this.append((engine) => engine.sample(this.store.state.sampling)));
   }
 
   stop(): void {

@@ -49,7 +49,11 @@ export class Loader {
         return;
       }
       const previous = this.store.state.model;
-      this.loaded({ engine, source: resolved, id: resolved.id, name, bytes, loadMs: performance.now() - started });
+      // Files and URLs are named by the model itself when it can (GGUF general.name, config.json's
+      // _name_or_path), else by their folder or file; the server's models keep the list's name.
+      const own = (engine.info as { name?: unknown }).name;
+      const named = resolved.id === undefined && typeof own === 'string' && own.trim() ? own.trim() : name;
+      this.loaded({ engine, source: { ...resolved, name: named }, id: resolved.id, name: named, bytes, loadMs: performance.now() - started });
       previous?.engine.dispose();
     } catch (error) {
       if (ticket !== this.latest) return;

@@ -1,6 +1,7 @@
 // A labelled heat map on one canvas: cells painted as an image (one pixel per cell, scaled up
-// without smoothing), row labels on the left, column labels below, a highlighted row and the
-// hovered cell outlined. The large attention map and the LayerNorm strips are both this.
+// without smoothing; max-pooled when a zoomable map has more cells than device pixels), row labels
+// on the left, column labels below, a highlighted row and the hovered cell outlined. The large
+// attention map (zoom and pan by wheel, pinch, drag and keys) and the LayerNorm strips are both this.
 import { cssVar, tokenText } from './dom.ts';
 
 export interface MatrixData {
@@ -16,6 +17,12 @@ export interface MatrixData {
   colLabels: (string | undefined)[];
   /** Fills `image` (cols × rows pixels). */
   paint(image: ImageData): void;
+  /**
+   * Fills `image` (⌈cols/factor⌉ × ⌈rows/factor⌉ pixels) with blocks of factor × factor cells,
+   * each pixel the block's largest value: a zoomable map with more than one cell per device
+   * pixel is drawn from it, so a strong value never disappears at any zoom.
+   */
+  pool?(image: ImageData, factor: number): void;
   /**
    * A square view that zooms (wheel, pinch, + − 0 keys, buttons) and pans (drag, arrow keys),
    * its labels always those of the rows and columns in view, never overlapping.
@@ -72,6 +79,13 @@ export class MatrixCanvas {
   private originCol = 0;
   private mapSide = 0;
   private drag: { x: number; y: number; row: number; col: number; moved: boolean } | undefined;
+  /** Pointers down on a zoomable map (two of them pinch), and the last pinch distance. */
+  private readonly pointers = new Map<number, { x: number; y: number }>();
+  private pinch: { distance: number } | undefined;
+  /** Clicks before this time end a drag or a pinch: they pick nothing. */
+  private quietUntil = 0;
+  /** The max-pooled cell image of the current data, by pooling factor (made when first needed). */
+  private pooled: { factor: number; canvas: HTMLCanvasElement } | undefined;
   /** The labels of the last render. */
   labels: DrawnLabel[] = [];
   /** Called after every zoomable render (zoom or pan changed). */
@@ -86,11 +100,33 @@ export class MatrixCanvas {
       this.zoomBy(Math.exp(-event.deltaY * (event.ctrlKey ? 0.01 : 0.0025)), event.clientX - bounds.left - this.left, event.clientY - bounds.top);
     }, { passive: false });
     this.element.addEventListener('pointerdown', (event) => {
-      if (!this.data?.zoomable || this.zoom === 1) return;
-      this.drag = { x: event.clientX, y: event.clientY, row: this.originRow, col: this.originCol, moved: false };
-      this.element.setPointerCapture(event.pointerId);
+      if (!this.data?.zoomable) return;
+      this.pointers.set(event.pointerId, { x: event.clientX, y: event.clientY });
+      try {
+        this.element.setPointerCapture(event.pointerId);
+      } catch {
+        // A pointer the browser does not track (a synthetic event) is followed without capture.
+      }
+      if (this.pointers.size === 2) {
+        // A second finger: pinch to zoom, about the point between the two.
+        this.drag = undefined;
+        this.pinch = { distance: this.pointerSpread() };
+      } else if (this.pointers.size === 1 && this.zoom !== 1) {
+        this.drag = { x: event.clientX, y: event.clientY, row: this.originRow, col: this.originCol, moved: false };
+      }
     });
     this.element.addEventListener('pointermove', (event) => {
+      if (this.pointers.has(event.pointerId)) this.pointers.set(event.pointerId, { x: event.clientX, y: event.clientY });
+      if (this.pinch && this.pointers.size === 2) {
+        const distance = this.pointerSpread();
+        if (this.pinch.distance > 0 && distance > 0) {
+          const [a, b] = [...this.pointers.values()] as [{ x: number; y: number }, { x: number; y: number }];
+          const bounds = this.element.getBoundingClientRect();
+          this.zoomBy(distance / this.pinch.distance, (a.x + b.x) / 2 - bounds.left - this.left, (a.y + b.y) / 2 - bounds.top);
+        }
+        this.pinch.distance = distance;
+        return;
+      }
       const drag = this.drag;
       if (!drag) return;
       const dx = event.clientX - drag.x;
@@ -99,9 +135,11 @@ export class MatrixCanvas {
       drag.moved = true;
       this.panTo(drag.row - dy / this.cellHeight, drag.col - dx / this.cellWidth);
     });
-    const endDrag = () => {
-      // A drag is not a click: the click that follows it is swallowed.
-      if (this.drag?.moved) this.element.addEventListener('click', (event) => event.stopImmediatePropagation(), { capture: true, once: true });
+    const endDrag = (event: PointerEvent) => {
+      this.pointers.delete(event.pointerId);
+      // A drag or a pinch is not a click: a click right after it is ignored.
+      if (this.drag?.moved || this.pinch) this.quietUntil = performance.now() + 300;
+      if (this.pointers.size < 2) this.pinch = undefined;
       this.drag = undefined;
     };
     this.element.addEventListener('pointerup', endDrag);
@@ -135,14 +173,36 @@ export class MatrixCanvas {
     });
     this.element.addEventListener('mouseleave', () => this.leave(handlers));
     this.element.addEventListener('click', (event) => {
+      if (performance.now() < this.quietUntil) return;
       const cell = this.cellAt(event);
       if (cell) handlers.click?.(cell);
     });
   }
 
+  /** Distance between the two pointers of a pinch (CSS px). */
+  private pointerSpread(): number {
+    const [a, b] = [...this.pointers.values()];
+    return a && b ? Math.hypot(a.x - b.x, a.y - b.y) : 0;
+  }
+
+  /** The cell image max-pooled by `factor` (cached until the data changes). */
+  private pooledImage(data: MatrixData, factor: number): HTMLCanvasElement {
+    if (this.pooled?.factor === factor) return this.pooled.canvas;
+    const canvas = document.createElement('canvas');
+    canvas.width = Math.ceil(data.cols / factor);
+    canvas.height = Math.ceil(data.rows / factor);
+    const context = canvas.getContext('2d')!;
+    const pixels = context.createImageData(canvas.width, canvas.height);
+    data.pool!(pixels, factor);
+    context.putImageData(pixels, 0, 0);
+    this.pooled = { factor, canvas };
+    return canvas;
+  }
+
   /** New values: repaints the cell image and the whole canvas. */
   setData(data: MatrixData, highlightedRow: number | undefined): void {
     this.data = data;
+    this.pooled = undefined;
     this.highlightedRow = highlightedRow;
     this.image.width = data.cols;
     this.image.height = data.rows;
@@ -317,9 +377,19 @@ export class MatrixCanvas {
     context.beginPath();
     context.rect(this.left, 0, side, side);
     context.clip();
-    // Cells smaller than a device pixel are averaged; larger ones are crisp squares.
-    context.imageSmoothingEnabled = cell * ratio < 1;
-    context.drawImage(this.image, this.left - this.originCol * cell, -this.originRow * cell, data.cols * cell, data.rows * cell);
+    // Cells smaller than a device pixel are max-pooled (each pixel its block's largest value, so a
+    // strong weight never disappears; averaged when the data cannot pool); larger ones are crisp squares.
+    const factor = cell * ratio < 1 && data.pool ? Math.ceil(1 / (cell * ratio)) : 1;
+    context.imageSmoothingEnabled = factor === 1 && cell * ratio < 1;
+    if (factor === 1) {
+      context.drawImage(this.image, this.left - this.originCol * cell, -this.originRow * cell, data.cols * cell, data.rows * cell);
+    } else {
+      const pooled = this.pooledImage(data, factor);
+      const block = factor * cell;
+      context.drawImage(pooled, this.left - this.originCol * cell, -this.originRow * cell, pooled.width * block, pooled.height * block);
+    }
+    // One finger scrolls the page over a fitted map and pans a zoomed one.
+    this.element.style.touchAction = this.zoom === 1 ? 'pan-x pan-y' : 'none';
     const accent = cssVar('--accent');
     const strong = cssVar('--text');
     context.lineWidth = 1.5;
@@ -372,7 +442,14 @@ export class MatrixCanvas {
     context.restore();
     this.labels = labels;
     // For tests and tools: what the canvas shows as text.
-    Object.assign(this.element, { drawnLabels: labels, zoomLevel: this.zoom });
+    Object.assign(this.element, {
+      drawnLabels: labels,
+      zoomLevel: this.zoom,
+      // Where the cells are: the full-resolution cell image, and the first cell's corner and a
+      // cell's side in CSS px (with the pooling factor in use).
+      cellImage: this.image,
+      cellGeometry: { left: this.left - this.originCol * cell, top: -this.originRow * cell, cell, factor, ratio },
+    });
     this.onViewChange?.();
   }
 }

@@ -49,8 +49,20 @@ export function catalogSource(model: CatalogModel): ModelSource {
   };
 }
 
-/** Picked or dropped files: one .gguf, or a config.json + .safetensors set; other files are ignored. */
-export function localSource(picked: File[]): ModelSource {
+/** The folder the files came from: `folder` (a dropped directory's name), else the first part of
+ * their `webkitRelativePath` (a folder opened with the picker), else undefined. */
+export function folderOf(picked: File[], folder?: string): string | undefined {
+  if (folder) return folder;
+  const paths = picked.map((file) => file.webkitRelativePath).filter((path) => path.includes('/'));
+  return paths.length > 0 ? paths[0]!.split('/')[0] : undefined;
+}
+
+/**
+ * Picked or dropped files: one .gguf, or a config.json + .safetensors set; other files are ignored.
+ * Named after their folder, when they came as one, else the weights' file name (the loader then
+ * prefers the model's own name, GGUF `general.name` or config.json's `_name_or_path`).
+ */
+export function localSource(picked: File[], folder?: string): ModelSource {
   const gguf = picked.filter((file) => file.name.endsWith('.gguf'));
   const weights = picked.filter((file) => file.name.endsWith('.safetensors'));
   const config = picked.find((file) => file.name === 'config.json');
@@ -64,10 +76,30 @@ export function localSource(picked: File[]): ModelSource {
     throw new SourceError(`expected ${EXPECTED}; got ${names}`);
   }
   return {
-    name: chosen.find((file) => file !== config)!.name,
+    name: folderOf(picked, folder) ?? chosen.find((file) => file !== config)!.name,
     bytes: chosen.reduce((sum, file) => sum + file.size, 0),
     files: chosen.map((file) => ({ name: file.name, open: async () => ({ body: file.stream(), bytes: file.size }) })),
   };
+}
+
+/** The files of a dropped directory entry, and those of its subfolders (one level is the usual case). */
+export async function filesOfDirectory(directory: FileSystemDirectoryEntry): Promise<File[]> {
+  const reader = directory.createReader();
+  const entries: FileSystemEntry[] = [];
+  // readEntries answers in batches until it answers none.
+  for (;;) {
+    const batch = await new Promise<FileSystemEntry[]>((resolve, reject) => reader.readEntries(resolve, reject));
+    if (batch.length === 0) break;
+    entries.push(...batch);
+  }
+  const files = await Promise.all(
+    entries.map(async (entry): Promise<File[]> =>
+      entry.isFile
+        ? [await new Promise<File>((resolve, reject) => (entry as FileSystemFileEntry).file(resolve, reject))]
+        : filesOfDirectory(entry as FileSystemDirectoryEntry),
+    ),
+  );
+  return files.flat();
 }
 
 /**

@@ -4,7 +4,7 @@
 // table of every query's strongest keys. Follows the head picked in the grid and the query
 // picked anywhere; every canvas has a text alternative.
 import { strongestKeys, weight, type Analysis } from '../analysis.ts';
-import { paintAttention } from '../attention-paint.ts';
+import { paintAttention, paintPooled } from '../attention-paint.ts';
 import { sequentialMap } from '../colormap.ts';
 import { formatPercent, h, onWidthChange, tokenText } from '../dom.ts';
 import { MatrixCanvas } from '../matrix-canvas.ts';
@@ -146,6 +146,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store): void {
         rowLabels: analysis.labels,
         colLabels: analysis.labels,
         paint: (image) => paintAttention(image, pattern, t, head.head, colors, attentionScale),
+        pool: (image, factor) => paintPooled(image, pattern, t, head.head, factor, colors, attentionScale),
         zoomable: true,
       },
       query,

@@ -3,7 +3,7 @@
 import type { Catalog } from '../catalog.ts';
 import { formatBytes, h } from '../dom.ts';
 import type { Loader } from '../loader.ts';
-import { catalogSource, localSource, urlSource } from '../model-files.ts';
+import { catalogSource, filesOfDirectory, localSource, urlSource } from '../model-files.ts';
 import { touched, type Store } from '../store.ts';
 
 const LOCAL = '';
@@ -31,7 +31,7 @@ export function mountModelPicker(root: HTMLElement, progressRoot: HTMLElement, s
     group('Test fixtures (random weights)', 'fixture'),
   );
 
-  const loadFiles = (files: File[]) => void loader.load(() => localSource(files));
+  const loadFiles = (files: File[], folder?: string) => void loader.load(() => localSource(files, folder));
   const fileInput = h('input', {
     type: 'file',
     multiple: true,
@@ -41,6 +41,17 @@ export function mountModelPicker(root: HTMLElement, progressRoot: HTMLElement, s
     onchange: () => {
       loadFiles([...(fileInput.files ?? [])]);
       fileInput.value = '';
+    },
+  });
+  // A whole model folder (config.json, weights, tokenizer): the model is named after it.
+  const folderInput = h('input', {
+    type: 'file',
+    webkitdirectory: true,
+    hidden: true,
+    'data-testid': 'model-folder',
+    onchange: () => {
+      loadFiles([...(folderInput.files ?? [])]);
+      folderInput.value = '';
     },
   });
   const urlInput = h('input', {
@@ -65,6 +76,8 @@ export function mountModelPicker(root: HTMLElement, progressRoot: HTMLElement, s
     h('label', { class: 'picker-label' }, h('span', {}, 'Model'), select),
     h('button', { type: 'button', title: 'A .gguf, or config.json + .safetensors (+ tokenizer.json)', onclick: () => fileInput.click() }, 'Open files…'),
     fileInput,
+    h('button', { type: 'button', title: 'A folder holding config.json + .safetensors (+ tokenizer.json), or a .gguf', onclick: () => folderInput.click() }, 'Open folder…'),
+    folderInput,
     urlForm,
   );
 
@@ -102,7 +115,15 @@ export function mountModelPicker(root: HTMLElement, progressRoot: HTMLElement, s
   addEventListener('drop', (event) => {
     event.preventDefault();
     dropHint.hidden = true;
-    if (event.dataTransfer?.files.length) loadFiles([...event.dataTransfer.files]);
+    const transfer = event.dataTransfer;
+    if (!transfer?.files.length) return;
+    // A dropped folder arrives as a directory entry (its File is empty): read the files inside.
+    const directory = [...transfer.items].map((item) => item.webkitGetAsEntry?.()).find((entry) => entry?.isDirectory);
+    if (!directory) return loadFiles([...transfer.files]);
+    void filesOfDirectory(directory as FileSystemDirectoryEntry).then(
+      (files) => loadFiles(files, directory.name),
+      (error: unknown) => store.set({ loadError: `Could not read the folder ${directory.name}: ${error instanceof Error ? error.message : String(error)}.` }),
+    );
   });
 
   store.subscribe((state, changed) => {

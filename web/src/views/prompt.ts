@@ -1,6 +1,7 @@
 // The prompt box (every keystroke runs the model), example prompts one click away, and the tokens
 // it became, as chips with their ids. Clicking a chip (or Enter on it; arrow keys move between
-// chips) picks that position as the query whose row every view highlights.
+// chips) picks that position as the query whose row every view highlights. Ctrl+Z / Ctrl+Shift+Z
+// in the box undo and redo generated tokens (a step, a generation, a candidate) as one unit each.
 import { h, tokenText } from '../dom.ts';
 import { isWrapped, type Live } from '../live.ts';
 import { howTo, rovingFocus, setRovingStop } from '../panel-tools.ts';
@@ -32,6 +33,15 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
     spellcheck: false,
     'aria-label': 'Prompt',
     oninput: () => live.edit(box.value),
+    // Ctrl+Z / Ctrl+Shift+Z (Cmd on macOS; Ctrl+Y too) undo and redo a step, a generation or an
+    // appended candidate as one unit; anything else (typing) is the box's own undo.
+    onkeydown: (event: KeyboardEvent) => {
+      if (!(event.ctrlKey || event.metaKey) || event.altKey) return;
+      const key = event.key.toLowerCase();
+      const redo = (key === 'z' && event.shiftKey) || (key === 'y' && !event.shiftKey);
+      const undo = key === 'z' && !event.shiftKey;
+      if ((undo && live.undo()) || (redo && live.redo())) event.preventDefault();
+    },
   });
   const summary = h('span', { class: 'muted', 'aria-live': 'off' });
   const chat = h('button', {

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { backend, coalesceLatest, init, Model } from 'gptlens';
+import { backend, coalesceLatest, createWorkerClient, init, Model } from 'gptlens';
 import { parseSafetensors } from '../support/safetensors.mjs';
 
 const fixture = join(process.env.GPTLENS_FIXTURES, 'gpt2-tiny-f32');
@@ -134,4 +134,186 @@ test('the async methods give what the sync ones give on the CPU', async () => {
   await assert.rejects(session.sampleNextAsync({ temperature: -1 }), /temperature/);
   session.free();
   onCpu.free();
+});
+
+// Validation at the boundary: the wasm glue would coerce (NaN → 0, 2^40 → 0, -5 → 2^32 − 5,
+// 'x' → 0); the package throws a TypeError (wrong type) or RangeError (out of range) naming the
+// argument and the valid range instead, and nothing reaches the engine.
+const TOKEN = /must be an integer in \[0, 513\)/;
+const badTokens = [
+  [NaN, RangeError, /not NaN/], [2 ** 40, RangeError, /not 1099511627776/], [-1, RangeError, /not -1/],
+  [1.5, RangeError, /not 1\.5/], [513, RangeError, /not 513/], [2 ** 32, RangeError, /not 4294967296/],
+  [Infinity, RangeError, /not Infinity/], ['3', TypeError, /not "3"/], [3n, TypeError, /not 3n/], [undefined, TypeError, /not undefined/],
+];
+
+test('token ids: step and stepAsync take an integer in [0, vocab), never a coerced one', async () => {
+  const session = model.session();
+  session.run(referenceTokens, []);
+  for (const [token, type, shown] of badTokens) {
+    assert.throws(() => session.step(token), (e) => e instanceof type && /^token /.test(e.message) && TOKEN.test(e.message) && shown.test(e.message), `step(${String(token)})`);
+    await assert.rejects(session.stepAsync(token), (e) => e instanceof type && TOKEN.test(e.message), `stepAsync(${String(token)})`);
+  }
+  assert.equal(session.tokens().length, referenceTokens.length, 'no bad step ran a token');
+  session.step(512);
+  assert.equal(session.tokens().at(-1), 512);
+  session.free();
+});
+
+test('token ids: run, runAsync, decode and tokenStrings take arrays or typed arrays of valid ids', async () => {
+  const session = model.session();
+  for (const [token, type, shown] of badTokens) {
+    const tokens = [1, 2, token];
+    const named = (e) => e instanceof type && /^tokens\[2\] /.test(e.message) && TOKEN.test(e.message) && shown.test(e.message);
+    assert.throws(() => model.run(tokens, []), named, `run([…, ${String(token)}])`);
+    assert.throws(() => session.run(tokens, []), named);
+    await assert.rejects(model.runAsync(tokens, []), named);
+    await assert.rejects(session.runAsync(tokens, []), named);
+    assert.throws(() => model.decode(tokens), (e) => e instanceof type && /^ids\[2\] /.test(e.message));
+    assert.throws(() => model.tokenStrings(tokens), (e) => e instanceof type && /^ids\[2\] /.test(e.message));
+  }
+  assert.throws(() => model.run(['x'], []), { name: 'TypeError', message: /^tokens\[0\] must be an integer in \[0, 513\), not "x"$/ });
+  assert.throws(() => model.run(new Float64Array([3, NaN]), []), { name: 'RangeError', message: /^tokens\[1\] must be an integer in \[0, 513\), not NaN$/ });
+  assert.throws(() => model.run(new Int32Array([-5]), []), { name: 'RangeError', message: /not -5/ });
+  assert.throws(() => model.run('hello', []), { name: 'TypeError', message: /^tokens must be a Uint32Array or an array of integers in \[0, 513\), not "hello"$/ });
+  assert.throws(() => model.run(undefined, []), { name: 'TypeError', message: /^tokens must be/ });
+  assert.throws(() => model.run(referenceTokens, 'logits'), { name: 'TypeError', message: /^capture must be an array/ });
+  assert.throws(() => model.encode(42), { name: 'TypeError', message: /^text must be a string, not 42$/ });
+  assert.equal(session.tokens().length, 0, 'no bad run ran anything');
+  // Valid ids in any array form give the same run.
+  const expected = model.run(referenceTokens, ['logits']).tensor('logits').data;
+  for (const tokens of [[...referenceTokens], Int32Array.from(referenceTokens), Float64Array.from(referenceTokens), Uint16Array.from(referenceTokens)]) {
+    assert.deepEqual(model.run(tokens, ['logits']).tensor('logits').data, expected, tokens.constructor.name);
+  }
+  assert.equal(model.decode([...referenceTokens]), reference.metadata.prompt);
+  session.free();
+});
+
+test('topK(k): an integer ≥ 1, clamped to the vocabulary size above it', () => {
+  const trace = model.run(referenceTokens, []);
+  for (const [k, type] of [[-5, RangeError], [0, RangeError], [1.5, RangeError], [NaN, RangeError], [-Infinity, RangeError], ['3', TypeError], [undefined, TypeError]]) {
+    assert.throws(() => trace.topK(k), (e) => e instanceof type && /^k must be an integer ≥ 1 \(values above 513 are clamped to 513\), not /.test(e.message), `topK(${String(k)})`);
+  }
+  assert.equal(trace.topK(1).length, 1);
+  assert.equal(trace.topK(513).length, 513);
+  assert.deepEqual(trace.topK(2 ** 32), trace.topK(513), 'topK(2^32) is every token, not none');
+  assert.deepEqual(trace.topK(Number.MAX_SAFE_INTEGER), trace.topK(513));
+  assert.equal(trace.topK(10, { temperature: 1, topK: 3 }).length, 3);
+  trace.free();
+});
+
+test('temperatures and positions: probs(pos, temperature) checks both', () => {
+  const trace = model.run(referenceTokens, ['logits']);
+  const T = referenceTokens.length;
+  for (const [t, type] of [[-1, RangeError], [NaN, RangeError], [Infinity, RangeError], [1e39, RangeError], ['1', TypeError], [undefined, TypeError]]) {
+    assert.throws(() => trace.probs(0, t), (e) => e instanceof type && /^temperature must be a finite number ≥ 0, not /.test(e.message), `temperature ${String(t)}`);
+  }
+  for (const [pos, type] of [[-1, RangeError], [T, RangeError], [0.5, RangeError], [NaN, RangeError], [2 ** 32, RangeError], ['0', TypeError]]) {
+    assert.throws(() => trace.probs(pos, 1), (e) => e instanceof type && e.message.startsWith(`pos must be an integer in [0, ${T}), not `), `pos ${String(pos)}`);
+  }
+  assert.equal(trace.probs(T - 1, 0).length, 513);
+  assert.equal(trace.probs(0, 0.5).length, 513);
+  trace.free();
+});
+
+test('sampling parameters and seeds: typed errors for every field, in sampleNext and topK alike', async () => {
+  const session = model.session();
+  session.run(referenceTokens, []);
+  const trace = model.run(referenceTokens, []);
+  const bad = [
+    [{ temperature: NaN }, RangeError, /^params\.temperature must be a finite number ≥ 0, not NaN$/],
+    [{ temperature: -1 }, RangeError, /^params\.temperature must be a finite number ≥ 0, not -1$/],
+    [{ temperature: Infinity }, RangeError, /^params\.temperature must be a finite number ≥ 0/],
+    [{}, TypeError, /^params\.temperature must be a finite number ≥ 0, not undefined$/],
+    [{ temperature: '1' }, TypeError, /^params\.temperature must be/],
+    [{ temperature: 1, topK: 0 }, RangeError, /^params\.topK must be an integer ≥ 1 \(values above 513 are clamped to 513\), not 0$/],
+    [{ temperature: 1, topK: -5 }, RangeError, /^params\.topK must be an integer ≥ 1/],
+    [{ temperature: 1, topK: 2.5 }, RangeError, /^params\.topK must be an integer ≥ 1/],
+    [{ temperature: 1, topK: '2' }, TypeError, /^params\.topK must be an integer ≥ 1/],
+    [{ temperature: 1, topP: 0 }, RangeError, /^params\.topP must be a number in \(0, 1\], not 0$/],
+    [{ temperature: 1, topP: 1.5 }, RangeError, /^params\.topP must be a number in \(0, 1\], not 1\.5$/],
+    [{ temperature: 1, topP: NaN }, RangeError, /^params\.topP must be a number in \(0, 1\]/],
+    [{ temperature: 1, topP: -0.5 }, RangeError, /^params\.topP must be a number in \(0, 1\]/],
+    [{ temperature: 1, topP: '0.5' }, TypeError, /^params\.topP must be a number in \(0, 1\]/],
+    [null, TypeError, /^params must be an object \{ temperature, topK\?, topP\? \}, not null$/],
+    [0.7, TypeError, /^params must be an object/],
+  ];
+  for (const [params, type, message] of bad) {
+    const expected = (e) => e instanceof type && message.test(e.message);
+    assert.throws(() => session.sampleNext(params), expected, `sampleNext(${JSON.stringify(params)})`);
+    await assert.rejects(session.sampleNextAsync(params), expected);
+    if (params !== null) assert.throws(() => trace.topK(5, params), expected, `topK(5, ${JSON.stringify(params)})`);
+  }
+  for (const [seed, type] of [[NaN, RangeError], [-1, RangeError], [1.5, RangeError], [2 ** 53, RangeError], [Infinity, RangeError], ['1', TypeError], [1n, TypeError]]) {
+    assert.throws(() => session.sampleNext({ temperature: 1 }, seed), (e) => e instanceof type && /^seed must be an integer in \[0, 2\^53 − 1\], not /.test(e.message), `seed ${String(seed)}`);
+    await assert.rejects(session.sampleNextAsync({ temperature: 1 }, seed), (e) => e instanceof type && /^seed /.test(e.message));
+  }
+  assert.equal(session.tokens().length, referenceTokens.length, 'no bad call sampled a token');
+  // Valid edges: topK above the vocabulary is clamped (no filter), topP 1, the largest seed.
+  const a = session.sampleNext({ temperature: 1, topK: 2 ** 40, topP: 1 }, Number.MAX_SAFE_INTEGER);
+  assert.ok(Number.isInteger(a) && a >= 0 && a < 513);
+  assert.equal(trace.topK(513, null).length, 513, 'null params are the defaults, like undefined');
+  assert.equal(session.tokens().length, referenceTokens.length + 1);
+  trace.free();
+  session.free();
+});
+
+/** A Worker stand-in: answers init and load like the engine's worker, records every other request. */
+function fakeWorker() {
+  const posted = [];
+  const listeners = [];
+  const info = { ...model.info() };
+  return {
+    posted,
+    addEventListener(type, listener) {
+      if (type === 'message') listeners.push(listener);
+    },
+    postMessage({ id, op, args }) {
+      posted.push({ op, args });
+      const result = {
+        init: backend(),
+        load: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
+        openSession: 1,
+        run: { id: 2, tokens: Uint32Array.from(referenceTokens), computed: referenceTokens.length, tensors: {} },
+      }[op];
+      queueMicrotask(() => listeners.forEach((listener) => listener({ data: { id, op, ok: true, result } })));
+    },
+    terminate() {},
+  };
+}
+
+test('the worker client checks the same arguments before posting anything to the worker', async () => {
+  const worker = fakeWorker();
+  const engine = await createWorkerClient({ worker });
+  await assert.rejects(engine.run([1, 2]), /no model loaded: call load\(\) first/);
+  await engine.load(files);
+  const session = await engine.session();
+  const trace = await engine.run([...referenceTokens], []);
+  const before = worker.posted.length;
+  for (const [token, type] of badTokens) {
+    await assert.rejects(session.step(token), (e) => e instanceof type && /^token must be an integer in \[0, 513\)/.test(e.message), `step(${String(token)})`);
+    await assert.rejects(session.run([1, token]), (e) => e instanceof type && /^tokens\[1\] must be an integer in \[0, 513\)/.test(e.message));
+    await assert.rejects(engine.run([token]), (e) => e instanceof type && /^tokens\[0\] /.test(e.message));
+    await assert.rejects(engine.decode([token]), (e) => e instanceof type && /^ids\[0\] /.test(e.message));
+    await assert.rejects(engine.tokenStrings([token]), (e) => e instanceof type && /^ids\[0\] /.test(e.message));
+  }
+  await assert.rejects(engine.run(['x']), { name: 'TypeError', message: /^tokens\[0\] must be an integer in \[0, 513\), not "x"$/ });
+  await assert.rejects(engine.encode(null), { name: 'TypeError', message: /^text must be a string/ });
+  await assert.rejects(trace.topK(-5), { name: 'RangeError', message: /^k must be an integer ≥ 1/ });
+  await assert.rejects(trace.topK(1, { temperature: 1, topP: 2 }), { name: 'RangeError', message: /^params\.topP must be a number in \(0, 1\]/ });
+  await assert.rejects(trace.probs(referenceTokens.length, 1), { name: 'RangeError', message: `pos must be an integer in [0, ${referenceTokens.length}), not ${referenceTokens.length}` });
+  await assert.rejects(trace.probs(0, NaN), { name: 'RangeError', message: /^temperature must be a finite number ≥ 0, not NaN$/ });
+  await assert.rejects(session.sampleNext({ temperature: -1 }), { name: 'RangeError', message: /^params\.temperature / });
+  await assert.rejects(session.sampleNext({ temperature: 1, topK: 0 }), { name: 'RangeError', message: /^params\.topK / });
+  await assert.rejects(session.sampleNext({ temperature: 1 }, 1.5), { name: 'RangeError', message: /^seed must be an integer in \[0, 2\^53 − 1\], not 1\.5$/ });
+  assert.equal(worker.posted.length, before, 'no bad call reached the worker');
+  // Valid calls go through, converted: ids as a Uint32Array, topK clamped to the vocabulary.
+  await trace.topK(2 ** 32, { temperature: 1, topK: 2 ** 40 });
+  await session.step(512);
+  await engine.run([1, 2, 3]);
+  const sent = worker.posted.slice(before);
+  assert.deepEqual(sent.map(({ op }) => op), ['traceTopK', 'sessionStep', 'run']);
+  assert.deepEqual(sent[0].args, [2, 513, { temperature: 1, topK: 513 }]);
+  assert.deepEqual(sent[1].args, [1, 512]);
+  assert.ok(sent[2].args[0] instanceof Uint32Array);
+  engine.terminate();
 });

@@ -36,6 +36,9 @@ export class Live {
   private readonly done: { before: string; after: string }[] = [];
   /** The unit in progress (a generation spans many steps), awaited before an undo. */
   private unit: Promise<void> | undefined;
+  /** Bumped by every generate and stop: a generation loop runs only while it is the current one,
+   * so a stopped loop never resumes because a newer generation set `generating` again. */
+  private generation = 0;
 
   constructor(private readonly store: Store) {}
 
@@ -48,6 +51,7 @@ export class Live {
   edit(text: string, typed = true): void {
     if (typed) this.undone.length = 0;
     const keystroke = this.clock.keystroke();
+    this.generation++;
     this.store.set({ prompt: text, generating: false });
     void this.runPrompt(text, keystroke);
   }
@@ -92,17 +96,22 @@ export class Live {
 
   /** Samples up to `count` tokens one at a time, every view following, until stopped or full;
    * the whole generation is one undoable unit. */
-  generate(count: number): Promise<void> {
+  async generate(count: number): Promise<void> {
+    const mine = ++this.generation;
+    this.store.set({ generating: true });
+    // A stopped generation may still have a step in flight: start after it has settled, so this
+    // unit's "before" is the prompt it left and the two never interleave.
+    await this.unit;
+    if (mine !== this.generation) return;
     return this.undoable(async () => {
-      this.store.set({ generating: true });
-      for (let i = 0; i < count && this.store.state.generating; i++) {
+      for (let i = 0; i < count && mine === this.generation && this.store.state.generating; i++) {
         const full = this.tokens.length >= (this.engine?.info.contextLength ?? 0);
         if (full || this.tokens.length === 0) break;
         await this.sampleOne();
         // End of sequence: the model has finished its answer.
         if (this.tokens[this.tokens.length - 1] === this.engine?.info.eosTokenId) break;
       }
-      this.store.set({ generating: false });
+      if (mine === this.generation) this.store.set({ generating: false });
     });
   }
 
@@ -153,6 +162,7 @@ export class Live {
   }
 
   stop(): void {
+    this.generation++;
     this.store.set({ generating: false });
   }
 

@@ -1,6 +1,7 @@
 // The page side of the engine's Worker: the API of Model / Session / Trace with Promises.
 // Tensors arrive as transferred typed arrays. The worker holds each session and trace until it
 // is closed or released here; garbage collection of the handle does that too, later.
+import * as check from './check.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type { Backend, BackendChoice, BackendInfo, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
@@ -79,6 +80,8 @@ class Connection {
 
 export class GptlensWorker {
   private placed: BackendInfo | undefined;
+  /** The loaded model's vocabulary size: token ids are checked against it here, before posting. */
+  private vocab: number | undefined;
 
   /** @internal use createWorkerClient() */
   constructor(
@@ -107,7 +110,13 @@ export class GptlensWorker {
   async load(files: ModelFiles, { transfer = false, backend = this.requested }: { transfer?: boolean; backend?: BackendChoice } = {}): Promise<ModelInfo> {
     const loaded = await this.connection.request('load', [files, backend], transfer ? transferables(files) : []);
     this.placed = loaded.backend;
+    this.vocab = loaded.info.vocabSize;
     return loaded.info;
+  }
+
+  private vocabSize(): number {
+    if (this.vocab === undefined) throw new Error('no model loaded: call load() first');
+    return this.vocab;
   }
 
   /** Moves the loaded model to another backend; sessions opened afterwards run there. */
@@ -121,29 +130,31 @@ export class GptlensWorker {
   }
 
   /** `userText` as one user turn of the model's chat template (ChatML), ready to encode. */
-  chatPrompt(userText: string): Promise<string> {
-    return this.connection.call('chatPrompt', userText);
+  async chatPrompt(userText: string): Promise<string> {
+    return this.connection.call('chatPrompt', check.text(userText, 'userText'));
   }
 
-  encode(text: string): Promise<Uint32Array> {
-    return this.connection.call('encode', text);
+  async encode(text: string): Promise<Uint32Array> {
+    return this.connection.call('encode', check.text(text, 'text'));
   }
 
-  decode(ids: Uint32Array): Promise<string> {
-    return this.connection.call('decode', ids);
+  async decode(ids: Uint32Array | readonly number[]): Promise<string> {
+    return this.connection.call('decode', check.tokenIds(ids, this.vocabSize(), 'ids'));
   }
 
-  tokenStrings(ids: Uint32Array): Promise<string[]> {
-    return this.connection.call('tokenStrings', ids);
+  async tokenStrings(ids: Uint32Array | readonly number[]): Promise<string[]> {
+    return this.connection.call('tokenStrings', check.tokenIds(ids, this.vocabSize(), 'ids'));
   }
 
   /** A fresh forward pass. `capture`: hooks to record; every hook when omitted, none for `[]`. */
-  async run(tokens: Uint32Array, capture?: HookName[]): Promise<WorkerTrace> {
-    return new WorkerTrace(this.connection, await this.connection.call('run', tokens, capture));
+  async run(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Promise<WorkerTrace> {
+    const vocab = this.vocabSize();
+    return new WorkerTrace(this.connection, await this.connection.call('run', check.tokenIds(tokens, vocab), check.capture(capture)), vocab);
   }
 
   async session(): Promise<WorkerSession> {
-    return new WorkerSession(this.connection, await this.connection.call('openSession'));
+    const vocab = this.vocabSize();
+    return new WorkerSession(this.connection, await this.connection.call('openSession'), vocab);
   }
 
   /** Stops the worker; pending calls reject. */
@@ -157,23 +168,25 @@ export class WorkerSession {
   constructor(
     private readonly connection: Connection,
     private readonly id: number,
+    private readonly vocab: number,
   ) {
     connection.closeSession.register(this, id, this);
   }
 
   /** Runs `tokens`, reusing the longest prefix shared with this session's previous tokens. */
-  async run(tokens: Uint32Array, capture?: HookName[]): Promise<WorkerTrace> {
-    return new WorkerTrace(this.connection, await this.connection.call('sessionRun', this.id, tokens, capture));
+  async run(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Promise<WorkerTrace> {
+    const checked = check.tokenIds(tokens, this.vocab);
+    return new WorkerTrace(this.connection, await this.connection.call('sessionRun', this.id, checked, check.capture(capture)), this.vocab);
   }
 
   /** Appends one token (a decode step), recording the hooks of the last run. */
-  step(token: number): Promise<void> {
-    return this.connection.call('sessionStep', this.id, token);
+  async step(token: number): Promise<void> {
+    return this.connection.call('sessionStep', this.id, check.tokenId(token, this.vocab));
   }
 
   /** Draws the next token, appends it (a decode step) and returns it; see Session.sampleNext. */
-  sampleNext(params: SamplingParams, seed?: number): Promise<number> {
-    return this.connection.call('sessionSampleNext', this.id, params, seed);
+  async sampleNext(params: SamplingParams, seed?: number): Promise<number> {
+    return this.connection.call('sessionSampleNext', this.id, check.samplingParams(params, this.vocab), check.seed(seed));
   }
 
   tokens(): Promise<Uint32Array> {
@@ -205,6 +218,7 @@ export class WorkerTrace {
   constructor(
     private readonly connection: Connection,
     data: TraceData,
+    private readonly vocab: number,
   ) {
     ({ id: this.id, computed: this.computed, tokens: this.tokenIds, tensors: this.tensors } = data);
     connection.releaseTrace.register(this, this.id, this);
@@ -226,12 +240,14 @@ export class WorkerTrace {
     return this.tokenIds;
   }
 
-  probs(pos: number, temperature: number): Promise<Float32Array> {
-    return this.connection.call('traceProbs', this.id, pos, temperature);
+  /** Next-token probabilities after position `pos` (an integer in [0, tokens)) at `temperature` (finite, ≥ 0). */
+  async probs(pos: number, temperature: number): Promise<Float32Array> {
+    return this.connection.call('traceProbs', this.id, check.position(pos, this.tokenIds.length), check.temperature(temperature));
   }
 
-  topK(k: number, params?: SamplingParams): Promise<TokenProb[]> {
-    return this.connection.call('traceTopK', this.id, k, params);
+  /** The `k` (an integer ≥ 1, clamped to the vocabulary size) most probable next tokens under `params`. */
+  async topK(k: number, params?: SamplingParams): Promise<TokenProb[]> {
+    return this.connection.call('traceTopK', this.id, check.count(k, 'k', this.vocab), check.optionalSamplingParams(params, this.vocab));
   }
 
   toSafetensors(): Promise<Uint8Array> {

@@ -5,6 +5,7 @@
 // answers only through the async methods (`runAsync`, `stepAsync`, `sampleNextAsync`), which work
 // on the CPU too.
 import { glue, type Glue } from './backend.js';
+import * as check from './check.js';
 import { selectBackend } from './gpu.js';
 import type { BackendChoice, BackendInfo, HookName, LoadOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
@@ -16,8 +17,12 @@ const ON_CPU: BackendInfo = { backend: 'cpu', requested: 'cpu', reason: 'cpu: th
 
 export class Model {
   private running: BackendInfo = ON_CPU;
+  /** Token ids are checked against this before they reach the engine. */
+  private readonly vocab: number;
 
-  private constructor(private readonly raw: RawModel) {}
+  private constructor(private readonly raw: RawModel) {
+    this.vocab = (raw.info() as ModelInfo).vocabSize;
+  }
 
   /**
    * Parses and validates a checkpoint; throws an Error saying what is wrong with the files. Needs
@@ -68,38 +73,38 @@ export class Model {
   /** Throws when the checkpoint has no tokenizer (`info().hasTokenizer`). */
   /** `userText` as one user turn of the model's chat template (ChatML), ready to encode. */
   chatPrompt(userText: string): string {
-    return this.raw.chatPrompt(userText);
+    return this.raw.chatPrompt(check.text(userText, 'userText'));
   }
 
   encode(text: string): Uint32Array {
-    return this.raw.encode(text);
+    return this.raw.encode(check.text(text, 'text'));
   }
 
-  decode(ids: Uint32Array): string {
-    return this.raw.decode(ids);
+  decode(ids: Uint32Array | readonly number[]): string {
+    return this.raw.decode(check.tokenIds(ids, this.vocab, 'ids'));
   }
 
   /** Each token's own text (byte-level tokens that split a character show as replacement characters). */
-  tokenStrings(ids: Uint32Array): string[] {
-    return this.raw.tokenStrings(ids);
+  tokenStrings(ids: Uint32Array | readonly number[]): string[] {
+    return this.raw.tokenStrings(check.tokenIds(ids, this.vocab, 'ids'));
   }
 
   /**
    * A fresh forward pass. `capture`: hooks to record; every hook when omitted, none for `[]`.
    * CPU only: on WebGPU use `runAsync`.
    */
-  run(tokens: Uint32Array, capture?: readonly HookName[]): Trace {
-    return new Trace(this.raw.run(tokens, hooks(capture)));
+  run(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Trace {
+    return new Trace(this.raw.run(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.vocab);
   }
 
   /** `run` on either backend. */
-  async runAsync(tokens: Uint32Array, capture?: readonly HookName[]): Promise<Trace> {
-    return new Trace(await this.raw.runAsync(tokens, hooks(capture)));
+  async runAsync(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Promise<Trace> {
+    return new Trace(await this.raw.runAsync(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.vocab);
   }
 
   /** A session keeps the KV cache between runs, so a run sharing a prefix with the last one computes only the rest. */
   session(): Session {
-    return new Session(this.raw.session());
+    return new Session(this.raw.session(), this.vocab);
   }
 
   free(): void {
@@ -109,32 +114,35 @@ export class Model {
 
 export class Session {
   /** @internal */
-  constructor(private readonly raw: RawSession) {}
+  constructor(
+    private readonly raw: RawSession,
+    private readonly vocab: number,
+  ) {}
 
   /**
    * Runs `tokens`, reusing the longest prefix shared with this session's previous tokens. CPU
    * only: a WebGPU session runs through `runAsync`.
    */
-  run(tokens: Uint32Array, capture?: readonly HookName[]): Trace {
-    return new Trace(this.raw.run(tokens, hooks(capture)));
+  run(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Trace {
+    return new Trace(this.raw.run(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.vocab);
   }
 
   /**
    * `run` on either backend. One call at a time: a call made before the previous async one has
    * settled throws (or rejects) with a "busy" Error.
    */
-  async runAsync(tokens: Uint32Array, capture?: readonly HookName[]): Promise<Trace> {
-    return new Trace(await this.raw.runAsync(tokens, hooks(capture)));
+  async runAsync(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Promise<Trace> {
+    return new Trace(await this.raw.runAsync(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.vocab);
   }
 
   /** Appends one token (a decode step), recording the hooks of the last run. CPU only. */
   step(token: number): void {
-    this.raw.step(token);
+    this.raw.step(check.tokenId(token, this.vocab));
   }
 
   /** `step` on either backend. */
-  stepAsync(token: number): Promise<void> {
-    return this.raw.stepAsync(token);
+  async stepAsync(token: number): Promise<void> {
+    return this.raw.stepAsync(check.tokenId(token, this.vocab));
   }
 
   /**
@@ -142,12 +150,12 @@ export class Session {
    * random stream continues across calls; `seed` restarts it. Same seed, same text everywhere.
    */
   sampleNext(params: SamplingParams, seed?: number): number {
-    return this.raw.sampleNext(params, seed);
+    return this.raw.sampleNext(check.samplingParams(params, this.vocab), check.seed(seed));
   }
 
   /** `sampleNext` on either backend. */
-  sampleNextAsync(params: SamplingParams, seed?: number): Promise<number> {
-    return this.raw.sampleNextAsync(params, seed);
+  async sampleNextAsync(params: SamplingParams, seed?: number): Promise<number> {
+    return this.raw.sampleNextAsync(check.samplingParams(params, this.vocab), check.seed(seed));
   }
 
   /** Where this session runs: `cpu` or `webgpu`. */
@@ -175,7 +183,10 @@ export class Session {
 
 export class Trace {
   /** @internal */
-  constructor(private readonly raw: RawTrace) {}
+  constructor(
+    private readonly raw: RawTrace,
+    private readonly vocab: number,
+  ) {}
 
   /** The captured hooks. */
   names(): HookName[] {
@@ -199,12 +210,12 @@ export class Trace {
 
   /** Next-token probabilities after position `pos`. Positions before the last need `logits` captured. */
   probs(pos: number, temperature: number): Float32Array {
-    return this.raw.probs(pos, temperature);
+    return this.raw.probs(check.position(pos, this.raw.tokens().length), check.temperature(temperature));
   }
 
   /** The `k` most probable next tokens after the last position, under the sampling filters of `params`. */
   topK(k: number, params?: SamplingParams): TokenProb[] {
-    return this.raw.topK(k, params);
+    return this.raw.topK(check.count(k, 'k', this.vocab), check.optionalSamplingParams(params, this.vocab));
   }
 
   /** Every captured tensor plus `tokens`, as a safetensors file (loads in Python with `safetensors.numpy.load_file`). */
@@ -217,7 +228,3 @@ export class Trace {
   }
 }
 
-/** A copy JS may keep (the glue takes a mutable array), or `undefined` for every hook. */
-function hooks(capture: readonly HookName[] | undefined): string[] | undefined {
-  return capture === undefined ? undefined : [...capture];
-}

@@ -13,7 +13,7 @@ export interface TraceData {
 
 type SessionId = number;
 type TraceId = number;
-type Capture = HookName[] | undefined;
+type Capture = readonly HookName[] | undefined;
 
 export interface Operations {
   init: { args: [options: InitOptions]; result: Backend };

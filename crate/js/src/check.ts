@@ -1,0 +1,109 @@
+// Validation at the package's boundary, where JS values first arrive (the direct API and the
+// worker client alike). The wasm glue would coerce silently (NaN → 0, 2^40 → 0, -5 → 2^32 − 5,
+// 'x' → 0); here a wrong type is a TypeError and a number out of range a RangeError, each naming
+// the argument and the valid range. Limits chosen:
+// - token ids: integers in [0, vocabSize), given as an array of numbers or a typed array;
+// - counts (`topK(k)`, `SamplingParams.topK`): integers ≥ 1; above vocabSize they are clamped to
+//   it (asking for more candidates than the vocabulary has means all of them);
+// - temperatures: finite numbers ≥ 0 (as float32: 1e39 is not finite there);
+// - `SamplingParams.topP`: in (0, 1];
+// - seeds: integers in [0, 2^53 − 1];
+// - positions (`probs(pos)`): integers in [0, tokens).
+import type { HookName, SamplingParams } from './types.js';
+
+function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'number') return Object.is(value, -0) ? '-0' : String(value);
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  if (ArrayBuffer.isView(value)) return `a ${value.constructor.name}`;
+  return `a ${typeof value}`;
+}
+
+/** An integer in [min, max) (or ≤ max when `inclusive`): TypeError for a non-number, RangeError otherwise. */
+function integer(value: unknown, name: string, min: number, max: number, range: string): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be an integer in ${range}, not ${show(value)}`);
+  if (!Number.isInteger(value) || value < min || value >= max) throw new RangeError(`${name} must be an integer in ${range}, not ${show(value)}`);
+  return value;
+}
+
+/** A token id in [0, vocab). */
+export function tokenId(value: unknown, vocab: number, name = 'token'): number {
+  return integer(value, name, 0, vocab, `[0, ${vocab})`);
+}
+
+/** Token ids in [0, vocab) as a Uint32Array (the same one when it already is). */
+export function tokenIds(value: unknown, vocab: number, name = 'tokens'): Uint32Array {
+  const isTyped = ArrayBuffer.isView(value) && !(value instanceof DataView);
+  if (!Array.isArray(value) && !isTyped) {
+    throw new TypeError(`${name} must be a Uint32Array or an array of integers in [0, ${vocab}), not ${show(value)}`);
+  }
+  const items = value as ArrayLike<unknown>;
+  for (let i = 0; i < items.length; i++) tokenId(items[i], vocab, `${name}[${i}]`);
+  return value instanceof Uint32Array ? value : Uint32Array.from(items as ArrayLike<number>);
+}
+
+/** A count ≥ 1, clamped to `max`. */
+export function count(value: unknown, name: string, max: number): number {
+  const range = `an integer ≥ 1 (values above ${max} are clamped to ${max})`;
+  if (typeof value !== 'number') throw new TypeError(`${name} must be ${range}, not ${show(value)}`);
+  if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be ${range}, not ${show(value)}`);
+  return Math.min(value, max);
+}
+
+/** A finite temperature ≥ 0 (finite as float32 too). */
+export function temperature(value: unknown, name = 'temperature'): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a finite number ≥ 0, not ${show(value)}`);
+  if (!(value >= 0 && Number.isFinite(Math.fround(value)))) throw new RangeError(`${name} must be a finite number ≥ 0, not ${show(value)}`);
+  return value;
+}
+
+/** A position in [0, length). */
+export function position(value: unknown, length: number, name = 'pos'): number {
+  return integer(value, name, 0, length, `[0, ${length})`);
+}
+
+/** An optional seed: an integer in [0, 2^53 − 1]. */
+export function seed(value: unknown, name = 'seed'): number | undefined {
+  if (value === undefined) return undefined;
+  return integer(value, name, 0, Number.MAX_SAFE_INTEGER + 1, '[0, 2^53 − 1]');
+}
+
+/** Optional sampling parameters: undefined (or null) for the engine's defaults (temperature 1, no filter). */
+export function optionalSamplingParams(value: unknown, vocab: number, name = 'params'): SamplingParams | undefined {
+  return value === undefined || value === null ? undefined : samplingParams(value, vocab, name);
+}
+
+/** `{ temperature, topK?, topP? }` checked and copied (topK clamped to `vocab`). */
+export function samplingParams(value: unknown, vocab: number, name = 'params'): SamplingParams {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new TypeError(`${name} must be an object { temperature, topK?, topP? }, not ${show(value)}`);
+  }
+  const given = value as Record<string, unknown>;
+  const params: SamplingParams = { temperature: temperature(given['temperature'], `${name}.temperature`) };
+  if (given['topK'] !== undefined && given['topK'] !== null) params.topK = count(given['topK'], `${name}.topK`, vocab);
+  const topP = given['topP'];
+  if (topP !== undefined && topP !== null) {
+    if (typeof topP !== 'number') throw new TypeError(`${name}.topP must be a number in (0, 1], not ${show(topP)}`);
+    if (!(topP > 0 && topP <= 1 && Math.fround(topP) > 0)) throw new RangeError(`${name}.topP must be a number in (0, 1], not ${show(topP)}`);
+    params.topP = topP;
+  }
+  return params;
+}
+
+/** A string (text to encode, a chat turn). */
+export function text(value: unknown, name: string): string {
+  if (typeof value !== 'string') throw new TypeError(`${name} must be a string, not ${show(value)}`);
+  return value;
+}
+
+/** Hooks to capture: undefined (every hook) or an array of hook names, copied. */
+export function capture(value: unknown, name = 'capture'): HookName[] | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value)) throw new TypeError(`${name} must be an array of hook names or undefined, not ${show(value)}`);
+  value.forEach((hook, i) => {
+    if (typeof hook !== 'string') throw new TypeError(`${name}[${i}] must be a hook name (a string), not ${show(hook)}`);
+  });
+  return [...value] as HookName[];
+}

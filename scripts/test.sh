@@ -10,6 +10,12 @@ XDG_RUNTIME_DIR=$(mktemp -d)
 export XDG_RUNTIME_DIR
 trap 'rm -rf "$XDG_RUNTIME_DIR"' EXIT
 
+# --- lint: the Rust is formatted (rustfmt.toml) and clippy-clean, so a reader meets one style and
+# no warning hides a new one. The TypeScript is type-checked by the package's and the page's builds.
+echo "== lint: cargo fmt --check, cargo clippy -D warnings"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
 # --- native. crate/tests/gpu.rs runs the PyTorch parity fixtures on a GPU (Mesa's lavapipe here):
 # with the Vulkan driver installed, REQUIRE_GPU=1 makes a missing adapter a failure, not a skip.
 if [ "${GPU:-0}" = 1 ]; then

@@ -135,7 +135,10 @@ fn repo_root() -> PathBuf {
 }
 
 fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg").ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(f64::NAN)
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 /// Mesa wants a runtime directory; give it a private one for this run (removed at the end).
@@ -244,7 +247,11 @@ fn table(header: &[&str], rows: &[Vec<String>], right: &[bool]) -> String {
     };
     let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
     let mut out = line(header.iter().enumerate().map(|(i, h)| pad(h, i)).collect());
-    let rule: Vec<String> = widths.iter().enumerate().map(|(i, w)| if is_right(i) { format!("{}:", "-".repeat(w + 1)) } else { "-".repeat(w + 2) }).collect();
+    let rule: Vec<String> = widths
+        .iter()
+        .enumerate()
+        .map(|(i, w)| if is_right(i) { format!("{}:", "-".repeat(w + 1)) } else { "-".repeat(w + 2) })
+        .collect();
     out += &format!("|{}|\n", rule.join("|"));
     for r in rows {
         out += &line(r.iter().enumerate().map(|(i, c)| pad(c, i)).collect());
@@ -366,7 +373,8 @@ impl Bench<'_> {
         let c = &model.config;
         let vocab = c.vocab_size as u32;
         let prompt: Vec<u32> = (0..a.prompt as u32).map(|i| (i * 7919) % vocab).collect();
-        let decode: Vec<u32> = (0..a.decode.max(a.gpu_decode) as u32).map(|i| ((a.prompt as u32 + i) * 7919) % vocab).collect();
+        let decode: Vec<u32> =
+            (0..a.decode.max(a.gpu_decode) as u32).map(|i| ((a.prompt as u32 + i) * 7919) % vocab).collect();
         let gpu_reps = gpu_reps.min(a.reps);
         self.report.say(&format!(
             "\n## {title}\n\n{} layers, d_model {}, {} heads ({} KV), d_ff {}, vocab {}. Capture off; prefill {} tokens, then decode steps one token at a time ({} on the CPU, {} on the GPU); {} rounds on the CPU, {} of them with a GPU run too.",
@@ -383,12 +391,21 @@ impl Bench<'_> {
                     Backend::Gpu(m) => format!("{:.1} MB of weights on the device", m.weight_bytes() as f64 / 1e6),
                     Backend::Cpu => String::new(),
                 };
-                self.report.say(&format!("\nGPU: {} — {weights}, uploaded and compiled in {:.1} s.", sel.reason, t.elapsed().as_secs_f64()));
+                self.report.say(&format!(
+                    "\nGPU: {} — {weights}, uploaded and compiled in {:.1} s.",
+                    sel.reason,
+                    t.elapsed().as_secs_f64()
+                ));
                 if let Some(info) = &sel.adapter {
                     self.adapter = Some(info.name.to_lowercase());
                     self.report.say(&format!(
                         "Adapter: {} ({}, {}, {}; driver {}), largest storage binding {} MB.",
-                        info.name, info.vendor, info.backend, info.device_type, info.driver, info.max_storage_buffer_binding_size >> 20
+                        info.name,
+                        info.vendor,
+                        info.backend,
+                        info.device_type,
+                        info.driver,
+                        info.max_storage_buffer_binding_size >> 20
                     ));
                 }
                 runners.push(Runner::Gpu(Session::with_backend(Arc::clone(&model), &sel.backend)?));
@@ -428,7 +445,13 @@ impl Bench<'_> {
                     Runner::Cpu(..) => a.decode,
                 };
                 let run = r.run(&prompt, &decode[..steps])?;
-                log.push(vec![(round + 1).to_string(), r.label(), format!("{:.2}", run.load), ms(run.prefill_s), ms(run.step_s)]);
+                log.push(vec![
+                    (round + 1).to_string(),
+                    r.label(),
+                    format!("{:.2}", run.load),
+                    ms(run.prefill_s),
+                    ms(run.step_s),
+                ]);
                 runs[i].push(run);
             }
         }
@@ -456,7 +479,15 @@ impl Bench<'_> {
             self.summary.push(summary);
             rows.push(row);
         }
-        let header = ["backend", "runs", "prefill ms (min–max)", "prefill tok/s (min–max)", "decode ms/token (min–max)", "decode tok/s (min–max)", "load 1 min"];
+        let header = [
+            "backend",
+            "runs",
+            "prefill ms (min–max)",
+            "prefill tok/s (min–max)",
+            "decode ms/token (min–max)",
+            "decode tok/s (min–max)",
+            "load 1 min",
+        ];
         self.report.say(&format!(
             "\n### Whole passes: median (min–max) of the timed runs, after one warm-up each\n\n{}",
             table(&header, &rows, &[false, true, true, true, true, true, true])
@@ -466,7 +497,11 @@ impl Bench<'_> {
         }
         self.report.text += &format!(
             "\n<details><summary>Every run, in order (load average before it)</summary>\n\n{}\n</details>\n",
-            table(&["round", "backend", "load", "prefill ms", "decode ms/token"], &log, &[true, false, true, true, true])
+            table(
+                &["round", "backend", "load", "prefill ms", "decode ms/token"],
+                &log,
+                &[true, false, true, true, true]
+            )
         );
 
         if let Some(Runner::Gpu(session)) = runners.iter_mut().find(|r| matches!(r, Runner::Gpu(_))) {
@@ -493,7 +528,8 @@ impl Bench<'_> {
             set_profiling(session, false);
         }
         if prefill.iter().chain(&decode).any(|(_, p)| p.is_empty()) {
-            self.report.say("\nThis adapter has no timestamp queries: no per-kernel times, whole-pass times only (above).");
+            self.report
+                .say("\nThis adapter has no timestamp queries: no per-kernel times, whole-pass times only (above).");
             return Ok(());
         }
         let n = prompt.len();
@@ -507,7 +543,8 @@ impl Bench<'_> {
         let grouped: Vec<Vec<(String, Group)>> = passes.iter().map(|(_, p)| group(p)).collect();
         let mut groups = grouped[0].clone();
         for (key, g) in &mut groups {
-            let times: Vec<f64> = grouped.iter().filter_map(|gs| gs.iter().find(|(k, _)| k == key).map(|(_, g)| g.seconds)).collect();
+            let times: Vec<f64> =
+                grouped.iter().filter_map(|gs| gs.iter().find(|(k, _)| k == key).map(|(_, g)| g.seconds)).collect();
             g.seconds = median(&times);
         }
         groups.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
@@ -570,7 +607,8 @@ impl Bench<'_> {
             table(&header, &rows, &right)
         ));
         if let Some(name) = this {
-            self.report.say(&format!("This adapter is the {name}: its \"% of its BW\" column is the measured efficiency."));
+            self.report
+                .say(&format!("This adapter is the {name}: its \"% of its BW\" column is the measured efficiency."));
         }
     }
 }
@@ -621,10 +659,16 @@ fn main() {
 }
 
 fn run(args: &Args, gpus: &[Peak]) -> gptlens::Result<()> {
-    let mut bench = Bench { args, gpus, report: Report::default(), started: Instant::now(), summary: Vec::new(), adapter: None };
+    let mut bench =
+        Bench { args, gpus, report: Report::default(), started: Instant::now(), summary: Vec::new(), adapter: None };
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|s| s.trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     bench.report.say(&format!(
@@ -661,7 +705,11 @@ fn run(args: &Args, gpus: &[Peak]) -> gptlens::Result<()> {
         let _ = writeln!(sources, "- {}: {} GB/s, {} GFLOP/s f32 — {}", p.name, p.gb_per_s, p.gflop_per_s, p.source);
     }
     bench.report.say(&sources);
-    bench.report.say(&format!("bench:gpu (native): {:.0} s, load average {:.2} at the end", bench.started.elapsed().as_secs_f64(), load_average()));
+    bench.report.say(&format!(
+        "bench:gpu (native): {:.0} s, load average {:.2} at the end",
+        bench.started.elapsed().as_secs_f64(),
+        load_average()
+    ));
 
     let out = if args.out.is_absolute() { args.out.clone() } else { repo_root().join(&args.out) };
     if let Some(dir) = out.parent() {

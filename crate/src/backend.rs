@@ -74,13 +74,20 @@ pub async fn select(choice: BackendChoice, model: &Arc<Model>) -> Result<Selecte
                 let gpu = Arc::new(Gpu::request().await?);
                 let adapter = gpu.adapter.clone();
                 let on_gpu = GpuModel::new(gpu, Arc::clone(model))?;
-                let reason = format!("the GPU was asked for: {}{}", adapter.name, if adapter.is_software { " (a software adapter)" } else { "" });
+                let reason = format!(
+                    "the GPU was asked for: {}{}",
+                    adapter.name,
+                    if adapter.is_software { " (a software adapter)" } else { "" }
+                );
                 Ok(Selected { backend: Backend::Gpu(Arc::new(on_gpu)), reason, adapter: Some(adapter) })
             }
             BackendChoice::Auto => match Gpu::request().await {
                 Err(e) => Ok(cpu(format!("no usable GPU ({e})"), None)),
                 Ok(gpu) if gpu.adapter.is_software => Ok(cpu(
-                    format!("the only GPU adapter, {}, is a software rasterizer: the CPU kernels are faster", gpu.adapter.name),
+                    format!(
+                        "the only GPU adapter, {}, is a software rasterizer: the CPU kernels are faster",
+                        gpu.adapter.name
+                    ),
                     Some(gpu.adapter.clone()),
                 )),
                 Ok(gpu) => {

@@ -100,7 +100,8 @@ impl Checkpoint {
             Some(_) => Some(Tokenizer::from_gguf(&file)?),
             None => None,
         };
-        let name = file.metadata("general.name").and_then(|v| v.as_str()).map(str::to_owned).filter(|n| !n.trim().is_empty());
+        let name =
+            file.metadata("general.name").and_then(|v| v.as_str()).map(str::to_owned).filter(|n| !n.trim().is_empty());
         Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, name })
     }
 
@@ -119,11 +120,8 @@ impl Checkpoint {
         let budget = Budget::resolve(options.memory_budget, 0)?;
         let read = |p: &std::path::Path| read_bounded(p, &budget, None);
         let read_weights = |p: &std::path::Path, gguf: bool| {
-            let sniff: Sniff = if gguf {
-                crate::formats::gguf::check_prefix
-            } else {
-                crate::formats::safetensors::check_prefix
-            };
+            let sniff: Sniff =
+                if gguf { crate::formats::gguf::check_prefix } else { crate::formats::safetensors::check_prefix };
             read_bounded(p, &budget, Some(sniff))
         };
         if path.extension().is_some_and(|e| e == "gguf") {

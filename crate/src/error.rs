@@ -55,7 +55,9 @@ pub enum Error {
     #[error("nothing to run: the token sequence is empty")]
     EmptyInput,
 
-    #[error("unknown hook `{name}` (known hooks look like `blocks.0.attn.hook_pattern`, `ln_final.hook_scale`, `logits`)")]
+    #[error(
+        "unknown hook `{name}` (known hooks look like `blocks.0.attn.hook_pattern`, `ln_final.hook_scale`, `logits`)"
+    )]
     UnknownHook { name: String },
 
     #[error("{0}")]

@@ -4,9 +4,9 @@
 //! → [`model::Session`] (KV cache, prefix reuse) → [`trace::Trace`] (tensors named like
 //! TransformerLens hooks). The CLI, the tests and the wasm bindings all sit on that one path.
 
+pub mod backend;
 #[cfg(target_arch = "wasm32")]
 pub mod bindings;
-pub mod backend;
 pub mod checkpoint;
 pub mod error;
 pub mod formats;

@@ -170,9 +170,7 @@ impl Trace {
     pub fn probs(&self, pos: usize, temperature: f32) -> Result<Vec<f32>> {
         let last = self.tokens.len().saturating_sub(1);
         if pos > last {
-            return Err(Error::InvalidArgument(format!(
-                "position {pos} is past the last token (position {last})"
-            )));
+            return Err(Error::InvalidArgument(format!("position {pos} is past the last token (position {last})")));
         }
         let logits: &[f32] = if pos == last {
             &self.last_logits
@@ -196,9 +194,7 @@ impl Trace {
         let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = self
             .tensors
             .iter()
-            .map(|(name, t)| {
-                (name.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect())
-            })
+            .map(|(name, t)| (name.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect()))
             .collect();
         let mut views = vec![(
             "tokens".to_string(),
@@ -206,8 +202,8 @@ impl Trace {
                 .map_err(|e| Error::Safetensors(e.to_string()))?,
         )];
         for (name, shape, data) in &bytes {
-            let view = TensorView::new(Dtype::F32, shape.clone(), data)
-                .map_err(|e| Error::Safetensors(e.to_string()))?;
+            let view =
+                TensorView::new(Dtype::F32, shape.clone(), data).map_err(|e| Error::Safetensors(e.to_string()))?;
             views.push((name.clone(), view));
         }
         safetensors::serialize(views, None).map_err(|e| Error::Safetensors(e.to_string()))

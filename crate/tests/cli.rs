@@ -71,7 +71,8 @@ fn trace_writes_every_hook_and_matches_pytorch() {
 
 #[test]
 fn greedy_generate_streams_the_reference_continuation() {
-    let out = stdout(&gptlens(&["generate", "--model", &f32_model(), "--prompt", PROMPT, "-n", "12", "--temperature", "0"]));
+    let out =
+        stdout(&gptlens(&["generate", "--model", &f32_model(), "--prompt", PROMPT, "-n", "12", "--temperature", "0"]));
     let ckpt = gptlens::Checkpoint::open(&fixture("gpt2-tiny-f32")).unwrap();
     let tok = ckpt.tokenizer.unwrap();
     let mut all = ids(&reference("gpt2-tiny-f32")["tokens"]);
@@ -81,7 +82,23 @@ fn greedy_generate_streams_the_reference_continuation() {
 
 #[test]
 fn seeded_sampling_repeats() {
-    let args = ["generate", "--model", &f32_model(), "--prompt", "The", "-n", "20", "--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--seed", "42"];
+    let args = [
+        "generate",
+        "--model",
+        &f32_model(),
+        "--prompt",
+        "The",
+        "-n",
+        "20",
+        "--temperature",
+        "0.9",
+        "--top-k",
+        "40",
+        "--top-p",
+        "0.95",
+        "--seed",
+        "42",
+    ];
     let (a, b) = (stdout(&gptlens(&args)), stdout(&gptlens(&args)));
     assert_eq!(a, b);
     let mut other = args;
@@ -126,7 +143,11 @@ fn fails_with(args: &[&str], env: Option<(&str, &str)>, needle: &str) {
 fn an_overflowing_token_count_is_an_error() {
     let f16 = fixture("gpt2-tiny-f16").display().to_string();
     for n in ["18446744073709551615", "18446744073709551614", "30"] {
-        fails_with(&["generate", "--model", &f16, "--tokens", "1,2,3", "-n", n], None, "do not fit in the model's context of 32");
+        fails_with(
+            &["generate", "--model", &f16, "--tokens", "1,2,3", "-n", n],
+            None,
+            "do not fit in the model's context of 32",
+        );
     }
     stdout(&gptlens(&["generate", "--model", &f16, "--tokens", "1,2,3", "-n", "29", "--temperature", "0"]));
 }
@@ -183,7 +204,10 @@ fn thread_counts_are_clamped_to_the_machine() {
     let out = gptlens(&["--threads", "100000", "generate", "--model", &model, "--prompt", "The", "-n", "4", "--stats"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains(&format!("--threads 100000 is more than the {cores} this machine offers; using {cores}")), "{err}");
+    assert!(
+        err.contains(&format!("--threads 100000 is more than the {cores} this machine offers; using {cores}")),
+        "{err}"
+    );
     assert!(err.contains(&format!("threads: {cores};")), "{err}");
     assert!(start.elapsed() < std::time::Duration::from_secs(30), "took {:?}", start.elapsed());
     // 0 means the default, one per core, without a notice.
@@ -233,8 +257,16 @@ fn devices_and_pipes_are_read_with_bounds() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // A budget smaller than the model refuses it, naming the variable that sets it.
-    fails_with(&["run", "--model", &f32_model(), "--tokens", "1"], Some(("GPTLENS_MEMORY_BUDGET", "100K")), "GPTLENS_MEMORY_BUDGET");
-    fails_with(&["run", "--model", &f32_model(), "--tokens", "1"], Some(("GPTLENS_MEMORY_BUDGET", "lots")), "is not a size");
+    fails_with(
+        &["run", "--model", &f32_model(), "--tokens", "1"],
+        Some(("GPTLENS_MEMORY_BUDGET", "100K")),
+        "GPTLENS_MEMORY_BUDGET",
+    );
+    fails_with(
+        &["run", "--model", &f32_model(), "--tokens", "1"],
+        Some(("GPTLENS_MEMORY_BUDGET", "lots")),
+        "is not a size",
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -260,5 +292,9 @@ fn trace_to_a_full_disk_says_it_cannot_write() {
 fn the_backend_flag_still_works() {
     let out = stdout(&gptlens(&["--backend", "cpu", "run", "--model", &f32_model(), "--prompt", PROMPT, "--top", "2"]));
     assert!(out.contains("   2."), "{out}");
-    fails_with(&["--backend", "cpu", "--threads", "1", "run", "--model", "/dev/zero", "--tokens", "1"], None, "safetensors");
+    fails_with(
+        &["--backend", "cpu", "--threads", "1", "run", "--model", "/dev/zero", "--tokens", "1"],
+        None,
+        "safetensors",
+    );
 }

@@ -85,11 +85,15 @@ fn missing_tensor() {
 #[test]
 fn shapes_that_disagree_with_the_config() {
     let mut f = files();
-    let config = String::from_utf8(f["config.json"].clone()).unwrap().replace("\"n_positions\": 64", "\"n_positions\": 128");
+    let config =
+        String::from_utf8(f["config.json"].clone()).unwrap().replace("\"n_positions\": 64", "\"n_positions\": 128");
     assert!(config.contains("128"), "fixture config changed shape; update this test");
     f.insert("config.json".into(), config.into_bytes());
     let e = load_err(&f);
-    assert!(matches!(&e, Error::ShapeMismatch { name, expected, got } if name == "wpe.weight" && expected == &[128, 64] && got == &[64, 64]), "{e}");
+    assert!(
+        matches!(&e, Error::ShapeMismatch { name, expected, got } if name == "wpe.weight" && expected == &[128, 64] && got == &[64, 64]),
+        "{e}"
+    );
 }
 
 #[test]

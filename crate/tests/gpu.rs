@@ -186,7 +186,10 @@ fn cli_trace_on_wgpu_matches_pytorch() {
 /// the CPU on the three SmolLM2 test prompts.
 #[test]
 fn smollm2_on_gpu_matches_the_cpu() {
-    let path = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/models/SmolLM2-135M-Instruct.Q4_1.gguf"));
+    let path = std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../assets/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    ));
     if !path.exists() {
         eprintln!("SKIPPED: {} is absent (scripts/fetch-smollm.sh fetches it)", path.display());
         return;
@@ -194,7 +197,9 @@ fn smollm2_on_gpu_matches_the_cpu() {
     let ckpt = gptlens::Checkpoint::open(&path).unwrap();
     let Some(backend) = on_gpu(&ckpt.model) else { return };
     let reference = reference("smollm2");
-    let spec = CaptureSpec::from_names(&["logits", "blocks.15.attn.hook_pattern", "ln_final.hook_scale"], &ckpt.model.config).unwrap();
+    let spec =
+        CaptureSpec::from_names(&["logits", "blocks.15.attn.hook_pattern", "ln_final.hook_scale"], &ckpt.model.config)
+            .unwrap();
     let top5 = |logits: &[f32]| {
         let mut order: Vec<usize> = (0..logits.len()).collect();
         order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
@@ -205,9 +210,19 @@ fn smollm2_on_gpu_matches_the_cpu() {
         let cpu = Session::new(ckpt.model.clone()).run(&tokens, &spec).unwrap();
         let gpu = Session::with_backend(ckpt.model.clone(), &backend).unwrap().run(&tokens, &spec).unwrap();
         assert_eq!(top5(&gpu.last_logits), top5(&cpu.last_logits), "prompt {p}: top-5");
-        assert_close(&format!("prompt {p} logits"), &gpu.get("logits").unwrap().data, &cpu.get("logits").unwrap().data, 1e-3);
+        assert_close(
+            &format!("prompt {p} logits"),
+            &gpu.get("logits").unwrap().data,
+            &cpu.get("logits").unwrap().data,
+            1e-3,
+        );
         let pattern = "blocks.15.attn.hook_pattern";
-        assert_close(&format!("prompt {p} {pattern}"), &gpu.get(pattern).unwrap().data, &cpu.get(pattern).unwrap().data, 1e-5);
+        assert_close(
+            &format!("prompt {p} {pattern}"),
+            &gpu.get(pattern).unwrap().data,
+            &cpu.get(pattern).unwrap().data,
+            1e-5,
+        );
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::fixture;
 use gptlens::checkpoint::LoadOptions;
 use gptlens::formats::limits;
-use gptlens::sample::{SamplingParams, Sampler};
+use gptlens::sample::{Sampler, SamplingParams};
 use gptlens::{CaptureSpec, Checkpoint, Error, Session};
 
 struct Counting;
@@ -176,11 +176,17 @@ fn a_context_of_2_pow_20_loads_and_costs_only_the_positions_used() {
     assert!(bytes <= 4 << 20, "{bytes} bytes for a 3-token session");
     // A budget that cannot hold the KV cache at the full context refuses the model up front.
     let e = refused("2^20 context, 1 GiB budget", || {
-        Checkpoint::from_gguf_with(&bytes_of("llama-tiny-q/model.gguf", 1 << 20), &LoadOptions { memory_budget: Some(1 << 30) })
+        Checkpoint::from_gguf_with(
+            &bytes_of("llama-tiny-q/model.gguf", 1 << 20),
+            &LoadOptions { memory_budget: Some(1 << 30) },
+        )
     });
     assert!(matches!(e, Error::OverBudget { budget, .. } if budget == 1 << 30), "{e}");
     let message = e.to_string();
-    assert!(message.contains("KV cache at the full context of 1048576 positions") && message.contains("LoadOptions"), "{message}");
+    assert!(
+        message.contains("KV cache at the full context of 1048576 positions") && message.contains("LoadOptions"),
+        "{message}"
+    );
 }
 
 fn bytes_of(path: &str, context: u32) -> Vec<u8> {
@@ -190,7 +196,8 @@ fn bytes_of(path: &str, context: u32) -> Vec<u8> {
 #[test]
 fn the_memory_budget_refuses_before_allocating_the_weights() {
     let bytes = read("llama-tiny-q/model.gguf");
-    let e = refused("64 KiB budget", || Checkpoint::from_gguf_with(&bytes, &LoadOptions { memory_budget: Some(64 << 10) }));
+    let e =
+        refused("64 KiB budget", || Checkpoint::from_gguf_with(&bytes, &LoadOptions { memory_budget: Some(64 << 10) }));
     match &e {
         Error::OverBudget { need, budget, breakdown, .. } => {
             assert_eq!(*budget, 64 << 10);
@@ -205,7 +212,9 @@ fn the_memory_budget_refuses_before_allocating_the_weights() {
         .map(|n| (n.to_string(), read(&format!("llama-tiny/{n}"))))
         .collect();
     let view = files.iter().map(|(k, v)| (k.clone(), v.as_slice())).collect();
-    let e = refused("safetensors, 64 KiB", || Checkpoint::from_files_with(&view, &LoadOptions { memory_budget: Some(64 << 10) }));
+    let e = refused("safetensors, 64 KiB", || {
+        Checkpoint::from_files_with(&view, &LoadOptions { memory_budget: Some(64 << 10) })
+    });
     assert!(matches!(e, Error::OverBudget { .. }), "{e}");
     // And a budget that holds it loads it.
     Checkpoint::from_files_with(&view, &LoadOptions { memory_budget: Some(64 << 20) }).unwrap();
@@ -213,8 +222,10 @@ fn the_memory_budget_refuses_before_allocating_the_weights() {
 
 /// A config.json with one field replaced.
 fn config_with(field: &str, value: u64) -> BTreeMap<String, Vec<u8>> {
-    let mut files: BTreeMap<String, Vec<u8>> =
-        ["config.json", "model.safetensors"].iter().map(|n| (n.to_string(), read(&format!("llama-tiny/{n}")))).collect();
+    let mut files: BTreeMap<String, Vec<u8>> = ["config.json", "model.safetensors"]
+        .iter()
+        .map(|n| (n.to_string(), read(&format!("llama-tiny/{n}"))))
+        .collect();
     let mut config: serde_json::Value = serde_json::from_slice(&files["config.json"]).unwrap();
     config[field] = value.into();
     files.insert("config.json".into(), serde_json::to_vec(&config).unwrap());

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{check_against_pytorch, ids, load, reference};
-use gptlens::sample::{SamplingParams, Sampler};
+use gptlens::sample::{Sampler, SamplingParams};
 use gptlens::Session;
 
 fn check_model(model: &str) {

@@ -10,26 +10,16 @@ use gptlens::Error;
 use serde::Deserialize;
 use serde_json::Value;
 
-const TOKENIZER_JSON: &[u8] = include_bytes!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/tokenizer/tokenizer.json"
-));
-const VOCAB_JSON: &[u8] = include_bytes!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/tokenizer/vocab.json"
-));
-const MERGES_TXT: &[u8] = include_bytes!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/tokenizer/merges.txt"
-));
-const CASES_JSON: &[u8] = include_bytes!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/tokenizer/cases.json"
-));
-const EXTRA_CASES_JSON: &[u8] = include_bytes!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/tokenizer/extra_cases.json"
-));
+const TOKENIZER_JSON: &[u8] =
+    include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tokenizer/tokenizer.json"));
+const VOCAB_JSON: &[u8] =
+    include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tokenizer/vocab.json"));
+const MERGES_TXT: &[u8] =
+    include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tokenizer/merges.txt"));
+const CASES_JSON: &[u8] =
+    include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tokenizer/cases.json"));
+const EXTRA_CASES_JSON: &[u8] =
+    include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tokenizer/extra_cases.json"));
 
 /// The fixture vocabulary: 256 bytes, 256 merges, `<|endoftext|>` last.
 const FIXTURE_VOCAB_SIZE: usize = 513;
@@ -73,15 +63,11 @@ fn from_tokenizer_json() -> Tokenizer {
 }
 
 fn from_vocab_merges() -> Tokenizer {
-    Tokenizer::from_vocab_merges(VOCAB_JSON, MERGES_TXT)
-        .expect("fixture vocab.json + merges.txt load")
+    Tokenizer::from_vocab_merges(VOCAB_JSON, MERGES_TXT).expect("fixture vocab.json + merges.txt load")
 }
 
 fn both_loaders() -> [(&'static str, Tokenizer); 2] {
-    [
-        ("tokenizer.json", from_tokenizer_json()),
-        ("vocab.json + merges.txt", from_vocab_merges()),
-    ]
+    [("tokenizer.json", from_tokenizer_json()), ("vocab.json + merges.txt", from_vocab_merges())]
 }
 
 /// tokenizer.json with `patch` applied (see [`Variant::patch`]).
@@ -111,10 +97,7 @@ fn patched(patch: Value) -> Vec<u8> {
 fn assert_tokenizer_error(result: gptlens::Result<Tokenizer>, needle: &str) {
     match result {
         Err(Error::Tokenizer(message)) => {
-            assert!(
-                message.contains(needle),
-                "expected the error to mention `{needle}`, got: {message}"
-            )
+            assert!(message.contains(needle), "expected the error to mention `{needle}`, got: {message}")
         }
         Err(other) => panic!("expected Error::Tokenizer mentioning `{needle}`, got {other:?}"),
         Ok(_) => panic!("expected Error::Tokenizer mentioning `{needle}`, but it loaded"),
@@ -125,12 +108,7 @@ fn assert_tokenizer_error(result: gptlens::Result<Tokenizer>, needle: &str) {
 fn fixture_cases_encode_exactly_like_python() {
     for (loader, tokenizer) in both_loaders() {
         for case in cases() {
-            assert_eq!(
-                tokenizer.encode(&case.text).unwrap(),
-                case.ids,
-                "{loader}: encoding {:?}",
-                case.text
-            );
+            assert_eq!(tokenizer.encode(&case.text).unwrap(), case.ids, "{loader}: encoding {:?}", case.text);
         }
     }
 }
@@ -140,12 +118,7 @@ fn fixture_cases_round_trip() {
     for (loader, tokenizer) in both_loaders() {
         for case in cases() {
             let ids = tokenizer.encode(&case.text).unwrap();
-            assert_eq!(
-                tokenizer.decode(&ids).unwrap(),
-                case.text,
-                "{loader}: round trip of {:?}",
-                case.text
-            );
+            assert_eq!(tokenizer.decode(&ids).unwrap(), case.text, "{loader}: round trip of {:?}", case.text);
             assert_eq!(
                 tokenizer.decode_bytes(&ids).unwrap(),
                 case.text.as_bytes(),
@@ -160,19 +133,11 @@ fn fixture_cases_round_trip() {
 fn vocabulary_strings_map_to_their_ids() {
     for (loader, tokenizer) in both_loaders() {
         assert_eq!(tokenizer.vocab_size(), FIXTURE_VOCAB_SIZE, "{loader}");
-        assert_eq!(
-            tokenizer.token_id("<|endoftext|>"),
-            Some(END_OF_TEXT_ID),
-            "{loader}"
-        );
+        assert_eq!(tokenizer.token_id("<|endoftext|>"), Some(END_OF_TEXT_ID), "{loader}");
         assert_eq!(tokenizer.token_id("Ġ"), Some(220), "{loader}");
         assert_eq!(tokenizer.token_id("no such token"), None, "{loader}");
         for case in cases() {
-            let ids: Vec<Option<u32>> = case
-                .tokens
-                .iter()
-                .map(|token| tokenizer.token_id(token))
-                .collect();
+            let ids: Vec<Option<u32>> = case.tokens.iter().map(|token| tokenizer.token_id(token)).collect();
             let expected: Vec<Option<u32>> = case.ids.iter().copied().map(Some).collect();
             assert_eq!(ids, expected, "{loader}: tokens of {:?}", case.text);
         }
@@ -182,11 +147,7 @@ fn vocabulary_strings_map_to_their_ids() {
 #[test]
 fn token_strings_are_readable_and_distinct() {
     let tokenizer = from_tokenizer_json();
-    let label = |token: &str| {
-        tokenizer
-            .token_string(tokenizer.token_id(token).unwrap())
-            .unwrap()
-    };
+    let label = |token: &str| tokenizer.token_string(tokenizer.token_id(token).unwrap()).unwrap();
     assert_eq!(label("Ġ"), " ");
     assert_eq!(label("Ċ"), "\\n");
     assert_eq!(label("ĉ"), "\\t");
@@ -197,52 +158,28 @@ fn token_strings_are_readable_and_distinct() {
     assert_eq!(label("©"), "\\xA9");
     assert_eq!(label("Ã©"), "é");
 
-    let labels: HashSet<String> = (0..FIXTURE_VOCAB_SIZE as u32)
-        .map(|id| tokenizer.token_string(id).unwrap())
-        .collect();
-    assert_eq!(
-        labels.len(),
-        FIXTURE_VOCAB_SIZE,
-        "every token gets its own label"
-    );
+    let labels: HashSet<String> =
+        (0..FIXTURE_VOCAB_SIZE as u32).map(|id| tokenizer.token_string(id).unwrap()).collect();
+    assert_eq!(labels.len(), FIXTURE_VOCAB_SIZE, "every token gets its own label");
 }
 
 #[test]
 fn extra_cases_match_python_for_every_variant() {
-    let extra: ExtraCases =
-        serde_json::from_slice(EXTRA_CASES_JSON).expect("extra_cases.json parses");
+    let extra: ExtraCases = serde_json::from_slice(EXTRA_CASES_JSON).expect("extra_cases.json parses");
     assert!(extra.variants.len() >= 6);
     for variant in extra.variants {
         let tokenizer = Tokenizer::from_tokenizer_json(&patched_tokenizer_json(&variant.patch))
             .unwrap_or_else(|e| panic!("variant {} loads: {e}", variant.name));
         for ExtraCase { case, decoded } in variant.cases {
             let ids = tokenizer.encode(&case.text).unwrap();
-            assert_eq!(
-                ids, case.ids,
-                "variant {}: encoding {:?}",
-                variant.name, case.text
-            );
-            assert_eq!(
-                tokenizer.decode(&ids).unwrap(),
-                decoded,
-                "variant {}: decoding {:?}",
-                variant.name,
-                case.text
-            );
+            assert_eq!(ids, case.ids, "variant {}: encoding {:?}", variant.name, case.text);
+            assert_eq!(tokenizer.decode(&ids).unwrap(), decoded, "variant {}: decoding {:?}", variant.name, case.text);
             // Python reports an added token that swallowed whitespace (lstrip/rstrip) by the text
             // it matched, e.g. " <m> "; the byte alphabet has no real whitespace, so skip those.
-            let vocabulary_tokens = case
-                .tokens
-                .iter()
-                .zip(&case.ids)
-                .filter(|(token, _)| !token.contains(char::is_whitespace));
+            let vocabulary_tokens =
+                case.tokens.iter().zip(&case.ids).filter(|(token, _)| !token.contains(char::is_whitespace));
             for (token, id) in vocabulary_tokens {
-                assert_eq!(
-                    tokenizer.token_id(token),
-                    Some(*id),
-                    "variant {}: token {token:?}",
-                    variant.name
-                );
+                assert_eq!(tokenizer.token_id(token), Some(*id), "variant {}: token {token:?}", variant.name);
             }
         }
     }
@@ -252,10 +189,7 @@ fn extra_cases_match_python_for_every_variant() {
 fn partial_characters_decode_lossily_but_bytes_stay_exact() {
     let tokenizer = from_tokenizer_json();
     let ids = tokenizer.encode("👋").unwrap();
-    assert!(
-        ids.len() > 1,
-        "the fixture vocabulary has no token for 👋, so it spans byte tokens"
-    );
+    assert!(ids.len() > 1, "the fixture vocabulary has no token for 👋, so it spans byte tokens");
     let head = &ids[..ids.len() - 1];
     let bytes = tokenizer.decode_bytes(head).unwrap();
     assert!("👋".as_bytes().starts_with(&bytes) && bytes.len() < 4);
@@ -270,15 +204,8 @@ fn ids_without_a_token_decode_to_nothing_but_have_no_label() {
     let tokenizer = Tokenizer::from_tokenizer_json(&serde_json::to_vec(&config).unwrap()).unwrap();
     assert_eq!(tokenizer.vocab_size(), FIXTURE_VOCAB_SIZE);
     let a = tokenizer.token_id("a").unwrap();
-    assert_eq!(
-        tokenizer.decode(&[a, removed, a]).unwrap(),
-        "aa",
-        "as in Python, the gap is skipped"
-    );
-    assert!(matches!(
-        tokenizer.token_string(removed),
-        Err(Error::Tokenizer(_))
-    ));
+    assert_eq!(tokenizer.decode(&[a, removed, a]).unwrap(), "aa", "as in Python, the gap is skipped");
+    assert!(matches!(tokenizer.token_string(removed), Err(Error::Tokenizer(_))));
 }
 
 #[test]
@@ -290,10 +217,7 @@ fn bytes_tokenizer_round_trips_every_byte() {
     assert_eq!(ids, text.bytes().map(u32::from).collect::<Vec<_>>());
     assert_eq!(tokenizer.decode(&ids).unwrap(), text);
     let every_byte: Vec<u32> = (0..256).collect();
-    assert_eq!(
-        tokenizer.decode_bytes(&every_byte).unwrap(),
-        (0..=255u8).collect::<Vec<_>>()
-    );
+    assert_eq!(tokenizer.decode_bytes(&every_byte).unwrap(), (0..=255u8).collect::<Vec<_>>());
     assert_eq!(tokenizer.decode(&[0xF0, 0x9F]).unwrap(), "\u{FFFD}");
     assert_eq!(tokenizer.token_string(u32::from(b'a')).unwrap(), "a");
     assert_eq!(tokenizer.token_string(0xF0).unwrap(), "\\xF0");
@@ -305,109 +229,53 @@ fn bytes_tokenizer_round_trips_every_byte() {
 #[test]
 fn out_of_range_ids_are_reported() {
     let out_of_range = |result: gptlens::Result<String>, vocab: usize| match result {
-        Err(Error::TokenOutOfRange {
-            id,
-            vocab: reported,
-        }) => {
+        Err(Error::TokenOutOfRange { id, vocab: reported }) => {
             assert_eq!(reported, vocab);
             id
         }
         other => panic!("expected TokenOutOfRange, got {other:?}"),
     };
     let bpe = from_tokenizer_json();
-    assert_eq!(
-        out_of_range(bpe.decode(&[1, 513, 2]), FIXTURE_VOCAB_SIZE),
-        513
-    );
-    assert_eq!(
-        out_of_range(bpe.token_string(u32::MAX), FIXTURE_VOCAB_SIZE),
-        u32::MAX
-    );
-    assert!(matches!(
-        bpe.decode_bytes(&[600]),
-        Err(Error::TokenOutOfRange {
-            id: 600,
-            vocab: 513
-        })
-    ));
+    assert_eq!(out_of_range(bpe.decode(&[1, 513, 2]), FIXTURE_VOCAB_SIZE), 513);
+    assert_eq!(out_of_range(bpe.token_string(u32::MAX), FIXTURE_VOCAB_SIZE), u32::MAX);
+    assert!(matches!(bpe.decode_bytes(&[600]), Err(Error::TokenOutOfRange { id: 600, vocab: 513 })));
     assert_eq!(out_of_range(Tokenizer::Bytes.decode(&[256]), 256), 256);
-    assert_eq!(
-        out_of_range(Tokenizer::Bytes.token_string(u32::MAX), 256),
-        u32::MAX
-    );
+    assert_eq!(out_of_range(Tokenizer::Bytes.token_string(u32::MAX), 256), u32::MAX);
 }
 
 #[test]
 fn malformed_tokenizer_json_is_an_error_not_a_panic() {
     for cut in (0..TOKENIZER_JSON.len()).step_by(53) {
-        assert_tokenizer_error(
-            Tokenizer::from_tokenizer_json(&TOKENIZER_JSON[..cut]),
-            "tokenizer.json",
-        );
+        assert_tokenizer_error(Tokenizer::from_tokenizer_json(&TOKENIZER_JSON[..cut]), "tokenizer.json");
     }
-    assert_tokenizer_error(
-        Tokenizer::from_tokenizer_json(b"\xff\xfe{"),
-        "tokenizer.json",
-    );
+    assert_tokenizer_error(Tokenizer::from_tokenizer_json(b"\xff\xfe{"), "tokenizer.json");
     assert_tokenizer_error(Tokenizer::from_tokenizer_json(b"[1, 2]"), "tokenizer.json");
 }
 
 #[test]
 fn unsupported_tokenizer_settings_are_named() {
     let load = |patch: Value| Tokenizer::from_tokenizer_json(&patched(patch));
-    assert_tokenizer_error(
-        load(serde_json::json!({"model": {"type": "WordPiece"}})),
-        "WordPiece",
-    );
-    assert_tokenizer_error(
-        load(serde_json::json!({"model": {"merges": [["Ġ", "qqq"]]}})),
-        "qqq",
-    );
-    assert_tokenizer_error(
-        load(serde_json::json!({"model": {"merges": ["Ġ t h"]}})),
-        "Ġ t h",
-    );
-    assert_tokenizer_error(
-        load(serde_json::json!({"model": {"vocab": {"a": -1}}})),
-        "BPE model",
-    );
-    assert_tokenizer_error(
-        load(serde_json::json!({"model": {"vocab": {"a": 99_999_999}, "merges": []}})),
-        "99999999",
-    );
-    assert_tokenizer_error(
-        load(serde_json::json!({"model": {"dropout": 0.1}})),
-        "dropout",
-    );
-    assert_tokenizer_error(
-        load(serde_json::json!({"model": {"byte_fallback": true}})),
-        "byte_fallback",
-    );
-    assert_tokenizer_error(
-        load(serde_json::json!({"model": {"unk_token": "<unk>"}})),
-        "<unk>",
-    );
+    assert_tokenizer_error(load(serde_json::json!({"model": {"type": "WordPiece"}})), "WordPiece");
+    assert_tokenizer_error(load(serde_json::json!({"model": {"merges": [["Ġ", "qqq"]]}})), "qqq");
+    assert_tokenizer_error(load(serde_json::json!({"model": {"merges": ["Ġ t h"]}})), "Ġ t h");
+    assert_tokenizer_error(load(serde_json::json!({"model": {"vocab": {"a": -1}}})), "BPE model");
+    assert_tokenizer_error(load(serde_json::json!({"model": {"vocab": {"a": 99_999_999}, "merges": []}})), "99999999");
+    assert_tokenizer_error(load(serde_json::json!({"model": {"dropout": 0.1}})), "dropout");
+    assert_tokenizer_error(load(serde_json::json!({"model": {"byte_fallback": true}})), "byte_fallback");
+    assert_tokenizer_error(load(serde_json::json!({"model": {"unk_token": "<unk>"}})), "<unk>");
     assert_tokenizer_error(
         load(serde_json::json!({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁"}})),
         "Metaspace",
     );
     assert_tokenizer_error(
-        load(
-            serde_json::json!({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": "\\d"}, "behavior": "Isolated", "invert": false},
-                {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
-            ]}}),
-        ),
+        load(serde_json::json!({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "\\d"}, "behavior": "Isolated", "invert": false},
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
+        ]}})),
         "Split",
     );
-    assert_tokenizer_error(
-        load(serde_json::json!({"pre_tokenizer": null})),
-        "no pre-tokenizer",
-    );
-    assert_tokenizer_error(
-        load(serde_json::json!({"normalizer": {"type": "NFC"}})),
-        "NFC",
-    );
+    assert_tokenizer_error(load(serde_json::json!({"pre_tokenizer": null})), "no pre-tokenizer");
+    assert_tokenizer_error(load(serde_json::json!({"normalizer": {"type": "NFC"}})), "NFC");
     assert_tokenizer_error(
         load(
             serde_json::json!({"post_processor": {"type": "TemplateProcessing", "single": [], "pair": [], "special_tokens": {}}}),
@@ -418,24 +286,9 @@ fn unsupported_tokenizer_settings_are_named() {
 
 #[test]
 fn malformed_vocab_and_merges_are_errors() {
-    assert_tokenizer_error(
-        Tokenizer::from_vocab_merges(&VOCAB_JSON[..VOCAB_JSON.len() / 2], MERGES_TXT),
-        "vocab.json",
-    );
-    assert_tokenizer_error(
-        Tokenizer::from_vocab_merges(b"[\"a\"]", MERGES_TXT),
-        "vocab.json",
-    );
-    assert_tokenizer_error(
-        Tokenizer::from_vocab_merges(VOCAB_JSON, b"#version: 0.2\nx qqq\n"),
-        "qqq",
-    );
-    assert_tokenizer_error(
-        Tokenizer::from_vocab_merges(VOCAB_JSON, b"#version: 0.2\n\xC4\xA0 t h\n"),
-        "Ġ t h",
-    );
-    assert_tokenizer_error(
-        Tokenizer::from_vocab_merges(VOCAB_JSON, b"\xff\xfe"),
-        "UTF-8",
-    );
+    assert_tokenizer_error(Tokenizer::from_vocab_merges(&VOCAB_JSON[..VOCAB_JSON.len() / 2], MERGES_TXT), "vocab.json");
+    assert_tokenizer_error(Tokenizer::from_vocab_merges(b"[\"a\"]", MERGES_TXT), "vocab.json");
+    assert_tokenizer_error(Tokenizer::from_vocab_merges(VOCAB_JSON, b"#version: 0.2\nx qqq\n"), "qqq");
+    assert_tokenizer_error(Tokenizer::from_vocab_merges(VOCAB_JSON, b"#version: 0.2\n\xC4\xA0 t h\n"), "Ġ t h");
+    assert_tokenizer_error(Tokenizer::from_vocab_merges(VOCAB_JSON, b"\xff\xfe"), "UTF-8");
 }

@@ -19,10 +19,8 @@ use gptlens::tokenizer::{GgufVocab, SpecialTokens, Tokenizer};
 use gptlens::Error;
 use serde::Deserialize;
 
-const CASES_JSON: &[u8] = include_bytes!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/tokenizer-smollm/cases.json"
-));
+const CASES_JSON: &[u8] =
+    include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tokenizer-smollm/cases.json"));
 const SMOLLM_GGUF: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// The brief's reference prompt and its ids (transformers 5.23 on this GGUF).
@@ -111,16 +109,11 @@ fn fixture() -> Fixture {
 
 /// The SmolLM2 GGUF's bytes, or `None` (after saying why) when it has not been fetched.
 fn smollm_gguf_bytes(test: &str) -> Option<Vec<u8>> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../assets/models")
-        .join(SMOLLM_GGUF);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets/models").join(SMOLLM_GGUF);
     match std::fs::read(&path) {
         Ok(bytes) => Some(bytes),
         Err(e) => {
-            eprintln!(
-                "skipping {test}: cannot read {} ({e}); run scripts/fetch-smollm.sh to get it",
-                path.display()
-            );
+            eprintln!("skipping {test}: cannot read {} ({e}); run scripts/fetch-smollm.sh to get it", path.display());
             None
         }
     }
@@ -142,22 +135,13 @@ fn smollm2_matches_python_id_for_id() {
     assert_eq!(vocab.pre, Some("smollm"));
     assert_eq!(vocab.add_bos, fixture.add_bos_token);
     let smollm = Tokenizer::from_gguf_vocab(&vocab).unwrap();
-    let gpt2 = Tokenizer::from_gguf_vocab(&GgufVocab {
-        pre: Some("gpt2"),
-        ..vocab
-    })
-    .unwrap();
+    let gpt2 = Tokenizer::from_gguf_vocab(&GgufVocab { pre: Some("gpt2"), ..vocab }).unwrap();
     assert_eq!(smollm.vocab_size(), fixture.vocab_size);
 
     let mut differing = BTreeSet::new();
     for case in &fixture.cases {
         let name = &case.name;
-        assert_eq!(
-            smollm.encode(&case.text).unwrap(),
-            case.ids_smollm,
-            "pre = smollm, case {name}: {:?}",
-            case.text
-        );
+        assert_eq!(smollm.encode(&case.text).unwrap(), case.ids_smollm, "pre = smollm, case {name}: {:?}", case.text);
         assert_eq!(
             gpt2.encode(&case.text).unwrap(),
             case.ids,
@@ -168,29 +152,17 @@ fn smollm2_matches_python_id_for_id() {
             differing.insert(name.as_str());
         }
         // Token strings: each id is the vocabulary token Python names.
-        let ids_of_tokens: Vec<Option<u32>> =
-            case.tokens.iter().map(|t| smollm.token_id(t)).collect();
+        let ids_of_tokens: Vec<Option<u32>> = case.tokens.iter().map(|t| smollm.token_id(t)).collect();
         let expected: Vec<Option<u32>> = case.ids_smollm.iter().map(|&id| Some(id)).collect();
         assert_eq!(ids_of_tokens, expected, "token strings of case {name}");
         // Decoding gives back the text, less the bytes the vocabulary has no token for.
-        assert_eq!(
-            smollm.decode(&case.ids_smollm).unwrap(),
-            case.decoded,
-            "decode, case {name}"
-        );
+        assert_eq!(smollm.decode(&case.ids_smollm).unwrap(), case.decoded, "decode, case {name}");
         if name != "bytes_without_token" {
             assert_eq!(case.decoded, case.text, "round trip, case {name}");
         }
     }
     // Where the two pre-tokenizers part: whitespace, or a space, right before a number.
-    assert_eq!(
-        differing,
-        BTreeSet::from([
-            "numbered_list",
-            "other_numerics",
-            "space_runs_before_digits"
-        ])
-    );
+    assert_eq!(differing, BTreeSet::from(["numbered_list", "other_numerics", "space_runs_before_digits"]));
     assert_eq!(smollm.encode(PANGRAM).unwrap(), PANGRAM_IDS);
 }
 
@@ -213,29 +185,12 @@ fn smollm2_special_tokens_and_markers() {
         }
     );
     // <|im_start|> 1, <|im_end|> 2, <|endoftext|> 0.
-    assert_eq!(
-        (
-            special.bos_token.id,
-            special.eos_token.id,
-            special.unk_token.id
-        ),
-        (1, 2, 0)
-    );
-    let named = [
-        &special.bos_token,
-        &special.eos_token,
-        &special.unk_token,
-        &special.pad_token,
-    ];
+    assert_eq!((special.bos_token.id, special.eos_token.id, special.unk_token.id), (1, 2, 0));
+    let named = [&special.bos_token, &special.eos_token, &special.unk_token, &special.pad_token];
     for marker in fixture.markers.iter().chain(named) {
         assert_eq!(tokenizer.token_string(marker.id).unwrap(), marker.token);
         assert_eq!(tokenizer.token_id(&marker.token), Some(marker.id));
-        assert_eq!(
-            tokenizer.encode(&marker.token).unwrap(),
-            [marker.id],
-            "{} is matched whole",
-            marker.token
-        );
+        assert_eq!(tokenizer.encode(&marker.token).unwrap(), [marker.id], "{} is matched whole", marker.token);
     }
     // add_bos_token is false: no BOS in front of a prompt.
     assert!(!fixture.add_bos_token);
@@ -259,10 +214,7 @@ fn smollm2_chatml_prompt() {
     assert_eq!(tokenizer.encode(&prompt).unwrap(), chat.ids_smollm);
     assert_eq!(chat.ids, chat.ids_smollm);
     let template = tokenizer.chat_template().unwrap();
-    assert_eq!(
-        template.prompt_with_system(Some("Be brief."), &chat.user),
-        chat.system_prompt
-    );
+    assert_eq!(template.prompt_with_system(Some("Be brief."), &chat.user), chat.system_prompt);
 }
 
 /// Building from 49152 tokens and 48900 merges, and encoding; prints the timings.
@@ -281,19 +233,11 @@ fn smollm2_build_and_encode_speed() {
         tokenizer = Some(Tokenizer::from_gguf(&file).unwrap());
         builds.push(start.elapsed().as_secs_f64() * 1e3);
     }
-    let cpu_per_build = thread_cpu_ms()
-        .zip(cpu_start)
-        .map(|(end, start)| (end - start) / BUILDS as f64);
+    let cpu_per_build = thread_cpu_ms().zip(cpu_start).map(|(end, start)| (end - start) / BUILDS as f64);
     let tokenizer = tokenizer.unwrap();
     builds.sort_by(f64::total_cmp);
 
-    let text: String = fixture()
-        .cases
-        .iter()
-        .map(|case| case.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-        .repeat(100);
+    let text: String = fixture().cases.iter().map(|case| case.text.as_str()).collect::<Vec<_>>().join("\n").repeat(100);
     // Fastest of five runs: the least disturbed by whatever else the machine is doing.
     let fastest = |tokenizer: &Tokenizer| {
         (0..5)
@@ -307,11 +251,7 @@ fn smollm2_build_and_encode_speed() {
     let ids = tokenizer.encode(&text).unwrap();
     let seconds = fastest(&tokenizer);
     // The same text through the GPT-2 pre-tokenizer alone, for comparison.
-    let gpt2 = Tokenizer::from_gguf_vocab(&GgufVocab {
-        pre: Some("gpt2"),
-        ..vocab_from_file(&file)
-    })
-    .unwrap();
+    let gpt2 = Tokenizer::from_gguf_vocab(&GgufVocab { pre: Some("gpt2"), ..vocab_from_file(&file) }).unwrap();
     let gpt2_seconds = fastest(&gpt2);
     eprintln!(
         "SmolLM2 tokenizer: build median {:.1} ms wall (min {:.1}, max {:.1}) over {BUILDS}, {} ms CPU each; \
@@ -327,11 +267,7 @@ fn smollm2_build_and_encode_speed() {
         gpt2_seconds * 1e3
     );
     // Generous bounds that only a pathology would cross (the machine may be busy).
-    assert!(
-        builds[BUILDS / 2] < 1000.0,
-        "building took {:.0} ms",
-        builds[BUILDS / 2]
-    );
+    assert!(builds[BUILDS / 2] < 1000.0, "building took {:.0} ms", builds[BUILDS / 2]);
     assert!(seconds < 5.0, "encoding took {seconds:.1} s");
 }
 
@@ -345,11 +281,7 @@ fn thread_cpu_ms() -> Option<f64> {
     Some(ticks * 10.0)
 }
 
-fn tiny_vocab<'a>(
-    metadata: &'a TinyMetadata,
-    tokens: &'a [&'a str],
-    merges: &'a [&'a str],
-) -> GgufVocab<'a> {
+fn tiny_vocab<'a>(metadata: &'a TinyMetadata, tokens: &'a [&'a str], merges: &'a [&'a str]) -> GgufVocab<'a> {
     GgufVocab {
         model: &metadata.model,
         pre: Some(&metadata.pre),
@@ -371,32 +303,14 @@ fn tiny_vocabulary_matches_transformers() {
     let merges: Vec<&str> = tiny.metadata.merges.iter().map(String::as_str).collect();
     let vocab = tiny_vocab(&tiny.metadata, &tokens, &merges);
     let smollm = Tokenizer::from_gguf_vocab(&vocab).unwrap();
-    let gpt2 = Tokenizer::from_gguf_vocab(&GgufVocab {
-        pre: Some("gpt2"),
-        ..vocab
-    })
-    .unwrap();
+    let gpt2 = Tokenizer::from_gguf_vocab(&GgufVocab { pre: Some("gpt2"), ..vocab }).unwrap();
     for case in &tiny.cases {
-        assert_eq!(
-            smollm.encode(&case.text).unwrap(),
-            case.ids_smollm,
-            "{:?}",
-            case.text
-        );
-        assert_eq!(
-            gpt2.encode(&case.text).unwrap(),
-            case.ids,
-            "{:?}",
-            case.text
-        );
+        assert_eq!(smollm.encode(&case.text).unwrap(), case.ids_smollm, "{:?}", case.text);
+        assert_eq!(gpt2.encode(&case.text).unwrap(), case.ids, "{:?}", case.text);
     }
     for (token, &id) in &tiny.added_tokens {
         if (id as usize) < tokens.len() {
-            assert_eq!(
-                smollm.encode(token).unwrap(),
-                [vocab.bos.unwrap(), id],
-                "{token}"
-            );
+            assert_eq!(smollm.encode(token).unwrap(), [vocab.bos.unwrap(), id], "{token}");
         } else {
             // transformers' extra `<|endoftext|>` past the vocabulary, which gptlens leaves out.
             assert_eq!(token, "<|endoftext|>");
@@ -411,11 +325,7 @@ fn tiny_vocabulary_matches_transformers() {
         assert_eq!(from_file.encode(&case.text).unwrap(), case.ids_smollm);
     }
     // add_bos_token off: no BOS.
-    let no_bos = Tokenizer::from_gguf_vocab(&GgufVocab {
-        add_bos: false,
-        ..vocab
-    })
-    .unwrap();
+    let no_bos = Tokenizer::from_gguf_vocab(&GgufVocab { add_bos: false, ..vocab }).unwrap();
     assert_eq!(no_bos.encode("<s>x").unwrap(), [vocab.bos.unwrap(), 120]);
 }
 
@@ -450,10 +360,7 @@ fn tiny_gguf(metadata: &TinyMetadata) -> Vec<u8> {
     key(&mut out, "tokenizer.ggml.token_type", ARRAY);
     out.extend_from_slice(&I32.to_le_bytes());
     out.extend_from_slice(&(metadata.token_types.len() as u64).to_le_bytes());
-    metadata
-        .token_types
-        .iter()
-        .for_each(|t| out.extend_from_slice(&t.to_le_bytes()));
+    metadata.token_types.iter().for_each(|t| out.extend_from_slice(&t.to_le_bytes()));
     key(&mut out, "tokenizer.ggml.merges", ARRAY);
     out.extend_from_slice(&STRING.to_le_bytes());
     out.extend_from_slice(&(metadata.merges.len() as u64).to_le_bytes());
@@ -522,11 +429,7 @@ fn digits_are_split_before_gpt2_pattern() {
         ..GgufVocab::default()
     };
     let smollm = Tokenizer::from_gguf_vocab(&vocab).unwrap();
-    let gpt2 = Tokenizer::from_gguf_vocab(&GgufVocab {
-        pre: Some("gpt2"),
-        ..vocab
-    })
-    .unwrap();
+    let gpt2 = Tokenizer::from_gguf_vocab(&GgufVocab { pre: Some("gpt2"), ..vocab }).unwrap();
     let (x, one, space, two_spaces) = (b'x' as u32, b'1' as u32, 32, 256);
     // "x  1": Digits leaves "x  " whole, so both spaces merge; GPT-2 lends one to " 1".
     assert_eq!(smollm.encode("x  1").unwrap(), [x, two_spaces, one]);
@@ -553,89 +456,40 @@ fn malformed_metadata_is_an_error() {
     Tokenizer::from_gguf_vocab(&good).expect("the unbroken vocabulary loads");
 
     let unknown_merge = ["Ġ Ġ", "q z"];
-    let message = tokenizer_error(&GgufVocab {
-        merges: Some(&unknown_merge),
-        ..good
-    });
-    assert!(
-        message.contains("merge #2") && message.contains("`qz`"),
-        "{message}"
-    );
+    let message = tokenizer_error(&GgufVocab { merges: Some(&unknown_merge), ..good });
+    assert!(message.contains("merge #2") && message.contains("`qz`"), "{message}");
     let three_parts = ["Ġ Ġ Ġ"];
-    let message = tokenizer_error(&GgufVocab {
-        merges: Some(&three_parts),
-        ..good
-    });
+    let message = tokenizer_error(&GgufVocab { merges: Some(&three_parts), ..good });
     assert!(message.contains("not two tokens"), "{message}");
-    let message = tokenizer_error(&GgufVocab {
-        merges: None,
-        ..good
-    });
-    assert!(
-        message.contains("tokenizer.ggml.merges is missing"),
-        "{message}"
-    );
+    let message = tokenizer_error(&GgufVocab { merges: None, ..good });
+    assert!(message.contains("tokenizer.ggml.merges is missing"), "{message}");
 
-    let message = tokenizer_error(&GgufVocab {
-        token_types: Some(&small.types[..100]),
-        ..good
-    });
-    assert!(
-        message.contains("100 entries") && message.contains("258"),
-        "{message}"
-    );
+    let message = tokenizer_error(&GgufVocab { token_types: Some(&small.types[..100]), ..good });
+    assert!(message.contains("100 entries") && message.contains("258"), "{message}");
     let mut bad_types = small.types.clone();
     bad_types[7] = 42;
-    let message = tokenizer_error(&GgufVocab {
-        token_types: Some(&bad_types),
-        ..good
-    });
-    assert!(
-        message.contains("token 7") && message.contains("type 42"),
-        "{message}"
-    );
+    let message = tokenizer_error(&GgufVocab { token_types: Some(&bad_types), ..good });
+    assert!(message.contains("token 7") && message.contains("type 42"), "{message}");
 
-    let message = tokenizer_error(&GgufVocab {
-        eos: Some(100_000),
-        ..good
-    });
+    let message = tokenizer_error(&GgufVocab { eos: Some(100_000), ..good });
     assert!(message.contains("eos_token_id is 100000"), "{message}");
-    let message = tokenizer_error(&GgufVocab {
-        add_eos: true,
-        ..good
-    });
+    let message = tokenizer_error(&GgufVocab { add_eos: true, ..good });
     assert!(message.contains("add_eos_token"), "{message}");
 
-    let message = tokenizer_error(&GgufVocab {
-        model: "llama",
-        ..good
-    });
+    let message = tokenizer_error(&GgufVocab { model: "llama", ..good });
     assert!(message.contains("`llama`"), "{message}");
-    let message = tokenizer_error(&GgufVocab {
-        pre: Some("qwen2"),
-        ..good
-    });
+    let message = tokenizer_error(&GgufVocab { pre: Some("qwen2"), ..good });
     assert!(message.contains("`qwen2`"), "{message}");
     let message = tokenizer_error(&GgufVocab { pre: None, ..good });
     assert!(message.contains("no tokenizer.ggml.pre"), "{message}");
-    let message = tokenizer_error(&GgufVocab {
-        tokens: &[],
-        token_types: None,
-        merges: Some(&[]),
-        bos: None,
-        ..good
-    });
+    let message = tokenizer_error(&GgufVocab { tokens: &[], token_types: None, merges: Some(&[]), bos: None, ..good });
     assert!(message.contains("empty"), "{message}");
 
     // Duplicate tokens are legal (the later id wins the spelling, as in transformers).
     let mut duplicated = tokens.clone();
     duplicated[256] = "a";
-    Tokenizer::from_gguf_vocab(&GgufVocab {
-        tokens: &duplicated,
-        merges: Some(&[]),
-        ..good
-    })
-    .expect("duplicate tokens load");
+    Tokenizer::from_gguf_vocab(&GgufVocab { tokens: &duplicated, merges: Some(&[]), ..good })
+        .expect("duplicate tokens load");
 }
 
 #[test]
@@ -644,11 +498,7 @@ fn wrongly_typed_gguf_keys_name_the_key() {
     let mut bytes = tiny_gguf(&tiny.metadata);
     // Turn `tokenizer.ggml.bos_token_id` (u32) into an i32.
     let key = b"tokenizer.ggml.bos_token_id";
-    let at = bytes
-        .windows(key.len())
-        .position(|window| window == key)
-        .unwrap()
-        + key.len();
+    let at = bytes.windows(key.len()).position(|window| window == key).unwrap() + key.len();
     bytes[at..at + 4].copy_from_slice(&5u32.to_le_bytes());
     let file = GgufFile::parse(&bytes).unwrap();
     match Tokenizer::from_gguf(&file) {

@@ -76,7 +76,6 @@ fn tensor(trace: &Trace, name: &str) -> (Vec<usize>, Vec<f32>) {
     (shape, data)
 }
 
-
 fn check_parity(files: &[(&str, &[u8])], reference_bytes: &[u8]) {
     let model = load(files);
     let reference = reference(reference_bytes);
@@ -125,8 +124,10 @@ fn greedy_sampling_matches_transformers_generate() {
         let session = model.session().map_err(message).unwrap();
         session.run(&ids(&reference["tokens"]), Some(vec![])).map_err(message).unwrap();
         let greedy = ids(&reference["greedy"]);
-        let got: Vec<u32> =
-            greedy.iter().map(|_| session.sample_next(js(r#"{"temperature": 0}"#), None).map_err(message).unwrap()).collect();
+        let got: Vec<u32> = greedy
+            .iter()
+            .map(|_| session.sample_next(js(r#"{"temperature": 0}"#), None).map_err(message).unwrap())
+            .collect();
         assert_eq!(got, greedy);
     }
 }
@@ -156,7 +157,14 @@ fn info_describes_the_model() {
     let number = |key| get(&info, key).as_f64().unwrap();
     assert_eq!(get(&info, "architecture").as_string().as_deref(), Some("gpt2"));
     assert_eq!(
-        [number("nLayer"), number("nHead"), number("dModel"), number("dFf"), number("vocabSize"), number("contextLength")],
+        [
+            number("nLayer"),
+            number("nHead"),
+            number("dModel"),
+            number("dFf"),
+            number("vocabSize"),
+            number("contextLength")
+        ],
         [2.0, 4.0, 64.0, 256.0, 513.0, 64.0]
     );
     assert!(number("nParams") > 100_000.0);
@@ -179,7 +187,10 @@ fn a_model_without_tokenizer_files_runs_on_ids_and_says_why_it_cannot_encode() {
 #[wasm_bindgen_test]
 fn capture_lists_choose_the_hooks() {
     let model = load(&F32_FILES);
-    let trace = model.run(&[5, 6, 7], Some(vec!["logits".into(), "blocks.1.attn.hook_pattern".into()])).map_err(message).unwrap();
+    let trace = model
+        .run(&[5, 6, 7], Some(vec!["logits".into(), "blocks.1.attn.hook_pattern".into()]))
+        .map_err(message)
+        .unwrap();
     assert_eq!(trace.names(), ["blocks.1.attn.hook_pattern", "logits"]);
     assert_eq!(tensor(&trace, "blocks.1.attn.hook_pattern").0, [4, 3, 3]);
     let e = message(trace.tensor("blocks.0.attn.hook_pattern").unwrap_err());
@@ -220,7 +231,9 @@ fn sessions_reuse_the_shared_prefix() {
 
 /// `n` draws, the first with `seed`, the rest continuing its stream.
 fn sample(session: &mut Session, params: &str, seed: Option<f64>, n: usize) -> Vec<u32> {
-    (0..n).map(|i| session.sample_next(js(params), if i == 0 { seed } else { None }).map_err(message).unwrap()).collect()
+    (0..n)
+        .map(|i| session.sample_next(js(params), if i == 0 { seed } else { None }).map_err(message).unwrap())
+        .collect()
 }
 
 /// `sampleNext` draws from one random stream per session, which a seed restarts, and appends
@@ -319,13 +332,15 @@ fn traces_export_as_safetensors() {
     assert_eq!(names, expected.iter().collect::<Vec<_>>());
     let tokens = file.tensor("tokens").unwrap();
     assert_eq!((tokens.dtype(), tokens.shape()), (safetensors::Dtype::I64, &[7][..]));
-    let ids: Vec<u32> = tokens.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32).collect();
+    let ids: Vec<u32> =
+        tokens.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32).collect();
     assert_eq!(ids, prompt(7));
     for name in trace.names() {
         let (shape, data) = tensor(&trace, &name);
         let stored = file.tensor(&name).unwrap();
         assert_eq!((stored.dtype(), stored.shape()), (safetensors::Dtype::F32, shape.as_slice()), "{name}");
-        let values: Vec<f32> = stored.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        let values: Vec<f32> =
+            stored.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(values, data, "{name}");
     }
 }

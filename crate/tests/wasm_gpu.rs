@@ -81,7 +81,8 @@ fn load(fixture: &Fixture) -> Arc<Model> {
 
 /// `Some("Node …")` when this JS engine is Node, which has no WebGPU at all.
 fn node_version() -> Option<String> {
-    let get = |object: &JsValue, key: &str| js_sys::Reflect::get(object, &key.into()).ok().filter(|v| !v.is_undefined());
+    let get =
+        |object: &JsValue, key: &str| js_sys::Reflect::get(object, &key.into()).ok().filter(|v| !v.is_undefined());
     let versions = get(&js_sys::global().into(), "process").and_then(|process| get(&process, "versions"))?;
     get(&versions, "node")?.as_string()
 }

@@ -10,13 +10,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use gptlens::sample::{softmax_with_temperature, SamplingParams, Sampler};
-use gptlens::tokenizer::Tokenizer;
 use gptlens::backend::{select, BackendChoice};
+use gptlens::sample::{softmax_with_temperature, Sampler, SamplingParams};
+use gptlens::tokenizer::Tokenizer;
 use gptlens::{CaptureSpec, Checkpoint, Error, Result, Session};
 
 #[derive(Parser)]
-#[command(name = "gptlens", version, about = "Run a GPT and look inside: attention, layernorm statistics, next-token probabilities.")]
+#[command(
+    name = "gptlens",
+    version,
+    about = "Run a GPT and look inside: attention, layernorm statistics, next-token probabilities."
+)]
 struct Cli {
     /// Worker threads for the kernels (default, or 0: one per core; more than the machine has
     /// are clamped to that).
@@ -200,13 +204,24 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
                 out!(
                     stdout,
                     "model: {} layers, {} heads, d_model {}, vocab {}, context {}",
-                    c.n_layer, c.n_head, c.d_model, c.vocab_size, c.n_ctx
+                    c.n_layer,
+                    c.n_head,
+                    c.d_model,
+                    c.vocab_size,
+                    c.n_ctx
                 );
                 let shown: Vec<String> = tokens.iter().map(|&id| format!("{id} \"{}\"", label(tok, id))).collect();
                 out!(stdout, "tokens ({}): {}", tokens.len(), shown.join(" | "));
                 out!(stdout, "next token (temperature {temperature}):");
                 for (rank, &i) in best.iter().enumerate() {
-                    out!(stdout, "{:>4}. {:>7} {:<24} {:.4}", rank + 1, i, format!("\"{}\"", label(tok, i as u32)), probs[i]);
+                    out!(
+                        stdout,
+                        "{:>4}. {:>7} {:<24} {:.4}",
+                        rank + 1,
+                        i,
+                        format!("\"{}\"", label(tok, i as u32)),
+                        probs[i]
+                    );
                 }
             }
         }
@@ -216,7 +231,14 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             let bytes = trace.to_safetensors()?;
             // A failure here is a write error (a full disk, `--out /dev/full`), and says so.
             std::fs::write(&out, &bytes).map_err(|source| Error::Write { path: out.display().to_string(), source })?;
-            out!(stdout, "wrote {} tensors for {} tokens to {} ({} bytes)", trace.tensors.len() + 1, tokens.len(), out.display(), bytes.len());
+            out!(
+                stdout,
+                "wrote {} tensors for {} tokens to {} ({} bytes)",
+                trace.tensors.len() + 1,
+                tokens.len(),
+                out.display(),
+                bytes.len()
+            );
         }
         Command::Generate { input, n, temperature, top_k, top_p, seed, stats } => {
             let Loaded { ckpt, tokens } = input.load()?;

@@ -27,9 +27,15 @@ impl Gpu {
 pub async fn request_gpu() -> Result<Gpu, JsError> {
     // wgpu panics where neither a window nor a worker is the global (Node): say it instead.
     let navigator = js_sys::Reflect::get(&js_sys::global(), &"navigator".into()).unwrap_or(JsValue::UNDEFINED);
-    let gpu = if navigator.is_object() { js_sys::Reflect::get(&navigator, &"gpu".into()).unwrap_or(JsValue::UNDEFINED) } else { JsValue::UNDEFINED };
+    let gpu = if navigator.is_object() {
+        js_sys::Reflect::get(&navigator, &"gpu".into()).unwrap_or(JsValue::UNDEFINED)
+    } else {
+        JsValue::UNDEFINED
+    };
     if gpu.is_undefined() || gpu.is_null() {
-        return Err(JsError::new("no WebGPU here: navigator.gpu is undefined (Node.js, or a browser or page without WebGPU)"));
+        return Err(JsError::new(
+            "no WebGPU here: navigator.gpu is undefined (Node.js, or a browser or page without WebGPU)",
+        ));
     }
     Ok(Gpu { gpu: Arc::new(crate::gpu::Gpu::request().await?) })
 }

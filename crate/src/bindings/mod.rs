@@ -113,7 +113,8 @@ fn sampling_params(value: JsValue) -> Result<SamplingParams, JsError> {
         return Ok(SamplingParams::default());
     }
     serde_wasm_bindgen::from_value(value).map_err(|e| {
-        let message = JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
+        let message =
+            JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
         JsError::new(&format!("sampling parameters must look like {{ temperature, topK?, topP? }}: {message}"))
     })
 }

@@ -54,7 +54,9 @@ impl Model {
     /// Parses and checks a checkpoint from its files' bytes by name: one `*.gguf`, or
     /// `config.json`, one `*.safetensors`, and optionally `tokenizer.json` or `vocab.json` +
     /// `merges.txt`.
-    pub fn load(#[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: &JsValue) -> Result<Model, JsError> {
+    pub fn load(
+        #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: &JsValue,
+    ) -> Result<Model, JsError> {
         let not_files = || JsError::new("Model.load takes an object mapping file names to Uint8Arrays");
         // Any non-null object will do (not only `instanceof Object`: prototype-less or other realms').
         if !files.is_object() {

@@ -47,7 +47,11 @@ fn lock(state: &RefCell<State>) -> Result<RefMut<'_, State>, JsError> {
 impl State {
     /// The sampler for this call: the running one with `params`, or a new one when `seed` is given
     /// or none exists yet.
-    fn sampler(sampler: &mut Option<Sampler>, params: SamplingParams, seed: Option<f64>) -> Result<&mut Sampler, JsError> {
+    fn sampler(
+        sampler: &mut Option<Sampler>,
+        params: SamplingParams,
+        seed: Option<f64>,
+    ) -> Result<&mut Sampler, JsError> {
         Ok(match (sampler, seed) {
             (Some(sampler), None) => {
                 sampler.set_params(params)?;

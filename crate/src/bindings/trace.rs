@@ -44,7 +44,9 @@ impl Trace {
     #[wasm_bindgen(unchecked_return_type = "TensorData")]
     pub fn tensor(&self, name: &str) -> Result<JsValue, JsError> {
         let tensor = self.trace.get(name).ok_or_else(|| {
-            JsError::new(&format!("this trace has no tensor `{name}`: pass it to run() to capture it (names() lists what was)"))
+            JsError::new(&format!(
+                "this trace has no tensor `{name}`: pass it to run() to capture it (names() lists what was)"
+            ))
         })?;
         to_js(&TensorData { shape: &tensor.shape, data: Float32Array::from(tensor.data.as_slice()) })
     }
@@ -76,7 +78,8 @@ impl Trace {
         #[wasm_bindgen(unchecked_optional_param_type = "SamplingParams")] params: JsValue,
     ) -> Result<JsValue, JsError> {
         let probs = filtered_probs(&self.trace.last_logits, &sampling_params(params)?)?;
-        let top: Vec<TokenProb> = most_probable(&probs, k).into_iter().map(|(id, prob)| TokenProb { id, prob }).collect();
+        let top: Vec<TokenProb> =
+            most_probable(&probs, k).into_iter().map(|(id, prob)| TokenProb { id, prob }).collect();
         to_js(&top)
     }
 

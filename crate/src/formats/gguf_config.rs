@@ -27,14 +27,15 @@ pub fn parse(file: &GgufFile) -> Result<Config> {
         Arch::Llama => {
             let theta = file.metadata(&key("rope.freq_base")).and_then(|v| v.as_f32()).unwrap_or(10_000.0);
             // llama.cpp's converter stores q and k permuted for adjacent-pair rotation.
-            (file.get_f32(&key("attention.layer_norm_rms_epsilon"))?, Some(Rope { theta, pairing: RopePairing::Adjacent }))
+            (
+                file.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
+                Some(Rope { theta, pairing: RopePairing::Adjacent }),
+            )
         }
         Arch::Gpt2 => (file.get_f32(&key("attention.layer_norm_epsilon"))?, None),
     };
     let token = |k: &str| {
-        file.metadata(&format!("tokenizer.ggml.{k}"))
-            .and_then(|v| v.as_u32())
-            .filter(|&id| (id as usize) < vocab_size)
+        file.metadata(&format!("tokenizer.ggml.{k}")).and_then(|v| v.as_u32()).filter(|&id| (id as usize) < vocab_size)
     };
     let config = Config {
         arch,
@@ -64,7 +65,9 @@ pub fn parse(file: &GgufFile) -> Result<Config> {
         format!("GGUF metadata `{}`", key(k))
     })?;
     // After the caps, so that an absurd head count is named as such rather than as a mismatch.
-    if config.rope.is_some() && optional_u32("rope.dimension_count").is_some_and(|r| n_head == 0 || r as usize != d_model / n_head) {
+    if config.rope.is_some()
+        && optional_u32("rope.dimension_count").is_some_and(|r| n_head == 0 || r as usize != d_model / n_head)
+    {
         return Err(Error::Config("rotary embeddings over part of a head are not supported".into()));
     }
     config.validate().map_err(Error::Config)?;

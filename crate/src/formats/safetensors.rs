@@ -29,10 +29,7 @@ impl<'a> SafetensorsFile<'a> {
 
     /// Checks that tensor `name` exists with exactly this shape and a dtype gptlens decodes.
     pub fn check(&self, name: &str, expected: &[usize]) -> Result<()> {
-        let view = self
-            .tensors
-            .tensor(name)
-            .map_err(|_| Error::MissingTensor { name: name.to_string() })?;
+        let view = self.tensors.tensor(name).map_err(|_| Error::MissingTensor { name: name.to_string() })?;
         if view.shape() != expected {
             return Err(Error::ShapeMismatch {
                 name: name.to_string(),
@@ -50,10 +47,7 @@ impl<'a> SafetensorsFile<'a> {
     /// the tensor's element count.
     pub fn read_f32(&self, name: &str, expected: &[usize], out: &mut [f32]) -> Result<()> {
         self.check(name, expected)?;
-        let view = self
-            .tensors
-            .tensor(name)
-            .map_err(|_| Error::MissingTensor { name: name.to_string() })?;
+        let view = self.tensors.tensor(name).map_err(|_| Error::MissingTensor { name: name.to_string() })?;
         let bytes = view.data();
         let width = match view.dtype() {
             Dtype::F32 => 4,
@@ -76,10 +70,7 @@ impl<'a> SafetensorsFile<'a> {
 
     /// Raw stored bytes of a tensor, to compare two tensors without decoding them.
     pub fn raw(&self, name: &str) -> Result<&'a [u8]> {
-        self.tensors
-            .tensor(name)
-            .map(|v| v.data())
-            .map_err(|_| Error::MissingTensor { name: name.to_string() })
+        self.tensors.tensor(name).map(|v| v.data()).map_err(|_| Error::MissingTensor { name: name.to_string() })
     }
 }
 

@@ -67,7 +67,12 @@ impl Gpu {
     }
 
     /// A device someone else created (a test harness, a host application).
-    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, info: &wgpu::AdapterInfo, limits: wgpu::Limits) -> Gpu {
+    pub fn from_device(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        info: &wgpu::AdapterInfo,
+        limits: wgpu::Limits,
+    ) -> Gpu {
         let name_says_software = ["llvmpipe", "lavapipe", "swiftshader", "warp", "software"]
             .iter()
             .any(|s| info.name.to_lowercase().contains(s) || info.driver.to_lowercase().contains(s));
@@ -97,7 +102,13 @@ impl Gpu {
 
     /// The same device, pretending to have other limits (tests of how the engine fits them).
     pub fn with_limits(&self, limits: wgpu::Limits) -> Gpu {
-        Gpu { device: self.device.clone(), queue: self.queue.clone(), adapter: self.adapter.clone(), limits, errors: Arc::clone(&self.errors) }
+        Gpu {
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+            adapter: self.adapter.clone(),
+            limits,
+            errors: Arc::clone(&self.errors),
+        }
     }
 
     /// The first error wgpu reported since the last check, as an [`Error::Gpu`].
@@ -110,7 +121,9 @@ impl Gpu {
     /// Blocks until the queue's work is done (natively; the browser resolves mappings itself).
     pub(crate) fn wait(&self) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
         Ok(())
     }
 

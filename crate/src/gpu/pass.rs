@@ -62,7 +62,10 @@ impl GpuModel {
     /// The most pieces any matrix was split into to fit the device's bindings (1: none split).
     pub fn largest_piece_count(&self) -> usize {
         let w = &self.weights;
-        let layers = w.layers.iter().flat_map(|l| l.attn_qkv.iter().chain([&l.attn_output, &l.ffn_up, &l.ffn_down]).chain(&l.ffn_gate));
+        let layers = w
+            .layers
+            .iter()
+            .flat_map(|l| l.attn_qkv.iter().chain([&l.attn_output, &l.ffn_up, &l.ffn_down]).chain(&l.ffn_gate));
         layers.map(|lin| lin.weight.pieces.len()).chain([w.output.pieces.len()]).max().unwrap_or(1)
     }
 }
@@ -82,14 +85,30 @@ enum Act {
 /// What one dispatch does; with the pass's token count and position this gives its parameters.
 #[derive(Clone, Copy, Debug)]
 enum Op {
-    Norm { site: NormSite, layer_norm: bool },
+    Norm {
+        site: NormSite,
+        layer_norm: bool,
+    },
     /// One piece of a matrix: `rows` outputs from column `out_col` of `output`.
-    Matmul { rows: usize, cols: usize, row_words: usize, bias_offset: usize, has_bias: bool, input: Act, output: Act, out_col: usize },
+    Matmul {
+        rows: usize,
+        cols: usize,
+        row_words: usize,
+        bias_offset: usize,
+        has_bias: bool,
+        input: Act,
+        output: Act,
+        out_col: usize,
+    },
     Rope,
-    Attention { layer: usize },
+    Attention {
+        layer: usize,
+    },
     Gelu,
     SiluMul,
-    ResidNorm { layer: usize },
+    ResidNorm {
+        layer: usize,
+    },
 }
 
 struct Step {
@@ -235,7 +254,11 @@ impl GpuPass {
         }
         let mut steps = Vec::with_capacity(ops.len());
         for (slot, (kernel, op, buffers)) in ops.into_iter().enumerate() {
-            let pipeline = self.model.pipelines.get(kernel).ok_or_else(|| Error::Gpu(format!("kernel {kernel:?} was not compiled")))?;
+            let pipeline = self
+                .model
+                .pipelines
+                .get(kernel)
+                .ok_or_else(|| Error::Gpu(format!("kernel {kernel:?} was not compiled")))?;
             let mut entries = vec![wgpu::BindGroupEntry {
                 binding: 0,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -247,7 +270,11 @@ impl GpuPass {
             for (i, buffer) in buffers.iter().enumerate() {
                 entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: buffer.as_entire_binding() });
             }
-            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
+            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.layout,
+                entries: &entries,
+            });
             steps.push(Step { kernel, op, bind_group });
         }
         self.steps = steps;
@@ -263,25 +290,37 @@ impl GpuPass {
         let norm = |ops: &mut Vec<_>, n: &GpuNorm, site| {
             let op = Op::Norm { site, layer_norm: n.bias.is_some() };
             let bias = n.bias.as_ref().unwrap_or(zeros);
-            ops.push((Kernel::Norm, op, vec![self.x.clone(), n.weight.clone(), bias.clone(), self.xn.clone(), self.stats.clone()]));
+            ops.push((
+                Kernel::Norm,
+                op,
+                vec![self.x.clone(), n.weight.clone(), bias.clone(), self.xn.clone(), self.stats.clone()],
+            ));
         };
-        let matmul = |ops: &mut Vec<_>, m: &GpuMatrix, bias: Option<&wgpu::Buffer>, input: Act, output: Act, out_col: usize| {
-            for piece in &m.pieces {
-                let op = Op::Matmul {
-                    rows: piece.rows,
-                    cols: m.cols,
-                    row_words: m.row_words,
-                    bias_offset: piece.row0,
-                    has_bias: bias.is_some(),
-                    input,
-                    output,
-                    out_col: out_col + piece.row0,
-                };
-                let buffers = vec![piece.buffer.clone(), self.act(input).clone(), bias.unwrap_or(zeros).clone(), self.act(output).clone()];
-                ops.push((Kernel::Matmul(m.format), op, buffers));
-            }
+        let matmul =
+            |ops: &mut Vec<_>, m: &GpuMatrix, bias: Option<&wgpu::Buffer>, input: Act, output: Act, out_col: usize| {
+                for piece in &m.pieces {
+                    let op = Op::Matmul {
+                        rows: piece.rows,
+                        cols: m.cols,
+                        row_words: m.row_words,
+                        bias_offset: piece.row0,
+                        has_bias: bias.is_some(),
+                        input,
+                        output,
+                        out_col: out_col + piece.row0,
+                    };
+                    let buffers = vec![
+                        piece.buffer.clone(),
+                        self.act(input).clone(),
+                        bias.unwrap_or(zeros).clone(),
+                        self.act(output).clone(),
+                    ];
+                    ops.push((Kernel::Matmul(m.format), op, buffers));
+                }
+            };
+        let linear = |ops: &mut Vec<_>, lin: &GpuLinear, input, output, out_col| {
+            matmul(ops, &lin.weight, lin.bias.as_ref(), input, output, out_col)
         };
-        let linear = |ops: &mut Vec<_>, lin: &GpuLinear, input, output, out_col| matmul(ops, &lin.weight, lin.bias.as_ref(), input, output, out_col);
         for (l, lw) in w.layers.iter().enumerate() {
             norm(&mut ops, &lw.attn_norm, NormSite::Ln1(l));
             let mut col = 0;
@@ -289,8 +328,18 @@ impl GpuPass {
                 linear(&mut ops, lin, Act::Xn, Act::Qkv, col);
                 col += lin.weight.rows;
             }
-            ops.push((Kernel::Rope, Op::Rope, vec![self.qkv.clone(), self.angles.clone(), self.k[l].clone(), self.v[l].clone()]));
-            let attention = vec![self.qkv.clone(), self.k[l].clone(), self.v[l].clone(), self.att_out.clone(), self.patterns.clone()];
+            ops.push((
+                Kernel::Rope,
+                Op::Rope,
+                vec![self.qkv.clone(), self.angles.clone(), self.k[l].clone(), self.v[l].clone()],
+            ));
+            let attention = vec![
+                self.qkv.clone(),
+                self.k[l].clone(),
+                self.v[l].clone(),
+                self.att_out.clone(),
+                self.patterns.clone(),
+            ];
             ops.push((Kernel::Attention, Op::Attention { layer: l }, attention));
             linear(&mut ops, &lw.attn_output, Act::AttOut, Act::X, 0);
             norm(&mut ops, &lw.ffn_norm, NormSite::Ln2(l));
@@ -404,7 +453,13 @@ impl GpuPass {
         if let Some(r) = c.rope {
             let (cos, sin) = angles.split_at_mut(n * half);
             for i in 0..n {
-                rope::angles(pos0 + i, hd, r.theta, &mut cos[i * half..(i + 1) * half], &mut sin[i * half..(i + 1) * half]);
+                rope::angles(
+                    pos0 + i,
+                    hd,
+                    r.theta,
+                    &mut cos[i * half..(i + 1) * half],
+                    &mut sin[i * half..(i + 1) * half],
+                );
             }
         }
         let queue = &gm.gpu.queue;
@@ -422,8 +477,14 @@ impl GpuPass {
             let (words, groups): (Vec<u32>, Option<(u32, u32, u32)>) = match step.op {
                 Op::Norm { site, layer_norm } => {
                     let (count, row0) = if site == NormSite::Final { (rows, first) } else { (n, 0) };
-                    let words = vec![d as u32, row0 as u32, layer_norm as u32, c.norm_eps.to_bits(),
-                                     stat_at(Hook::NormMean(site)), stat_at(Hook::NormScale(site))];
+                    let words = vec![
+                        d as u32,
+                        row0 as u32,
+                        layer_norm as u32,
+                        c.norm_eps.to_bits(),
+                        stat_at(Hook::NormMean(site)),
+                        stat_at(Hook::NormScale(site)),
+                    ];
                     (words, Some((count as u32, 1, 1)))
                 }
                 Op::Matmul { rows: piece_rows, cols, row_words, bias_offset, has_bias, input, output, out_col } => {
@@ -436,9 +497,19 @@ impl GpuPass {
                         Act::Up | Act::Gate => c.d_ff,
                         Act::Logits => v,
                     };
-                    let words = vec![piece_rows as u32, cols as u32, tokens as u32, row_words as u32, 0, cols as u32,
-                                     out_col as u32, out_stride as u32, bias_offset as u32, has_bias as u32,
-                                     (output == Act::X) as u32];
+                    let words = vec![
+                        piece_rows as u32,
+                        cols as u32,
+                        tokens as u32,
+                        row_words as u32,
+                        0,
+                        cols as u32,
+                        out_col as u32,
+                        out_stride as u32,
+                        bias_offset as u32,
+                        has_bias as u32,
+                        (output == Act::X) as u32,
+                    ];
                     let (gx, gy) = spread(piece_rows.div_ceil(8));
                     (words, Some((gx, gy, tokens.div_ceil(8) as u32)))
                 }
@@ -448,14 +519,23 @@ impl GpuPass {
                         Some(RopePairing::HalfSplit) => 1,
                         Some(RopePairing::Adjacent) => 2,
                     };
-                    let words = vec![qkv_dim as u32, c.q_dim() as u32, c.kv_dim() as u32, hd as u32, pos0 as u32, pairing];
+                    let words =
+                        vec![qkv_dim as u32, c.q_dim() as u32, c.kv_dim() as u32, hd as u32, pos0 as u32, pairing];
                     (words, Some((n as u32, 1, 1)))
                 }
                 Op::Attention { layer } => {
                     let region = pattern_layers.iter().position(|&l| l == layer);
-                    let words = vec![c.n_head as u32, (c.n_head / c.n_kv_head) as u32, hd as u32, qkv_dim as u32,
-                                     c.q_dim() as u32, c.kv_dim() as u32, pos0 as u32, region.is_some() as u32,
-                                     (region.unwrap_or(0) * per_layer) as u32];
+                    let words = vec![
+                        c.n_head as u32,
+                        (c.n_head / c.n_kv_head) as u32,
+                        hd as u32,
+                        qkv_dim as u32,
+                        c.q_dim() as u32,
+                        c.kv_dim() as u32,
+                        pos0 as u32,
+                        region.is_some() as u32,
+                        (region.unwrap_or(0) * per_layer) as u32,
+                    ];
                     (words, Some((c.n_head as u32, n as u32, 1)))
                 }
                 Op::Gelu | Op::SiluMul => {
@@ -498,7 +578,14 @@ impl GpuPass {
                         beginning_of_pass_write_index: Some(2 * k as u32),
                         end_of_pass_write_index: Some(2 * k as u32 + 1),
                     });
-                    cpass = Some(encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes }).forget_lifetime());
+                    cpass = Some(
+                        encoder
+                            .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                label: Some("forward"),
+                                timestamp_writes,
+                            })
+                            .forget_lifetime(),
+                    );
                 }
                 let Some(cpass) = cpass.as_mut() else { continue };
                 let step = &self.steps[i];
@@ -561,7 +648,8 @@ impl GpuPass {
         let bytes = bytes?;
         if let Some((readable, size)) = timestamps {
             let ticks = gm.gpu.read(&readable, size).await?;
-            let ticks: Vec<u64> = ticks.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())).collect();
+            let ticks: Vec<u64> =
+                ticks.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())).collect();
             let period = f64::from(queue.get_timestamp_period()) * 1e-9;
             let ctx = Shape { c, n, pos0, rows };
             self.profile = dispatches
@@ -635,7 +723,9 @@ impl GpuPass {
         if all_rows && self.logit_rows < GPU_CHUNK {
             let bytes = floats(GPU_CHUNK * c.vocab_size);
             if bytes > largest {
-                return Err(Error::Gpu(format!("the logits of {GPU_CHUNK} positions take {bytes} bytes, more than the device binds ({largest})")));
+                return Err(Error::Gpu(format!(
+                    "the logits of {GPU_CHUNK} positions take {bytes} bytes, more than the device binds ({largest})"
+                )));
             }
             self.logits = storage(device, "logits", bytes);
             self.logit_rows = GPU_CHUNK;
@@ -673,7 +763,11 @@ impl Shape<'_> {
                 let bytes = 4 * rows * row_words as u64 + 4 * tokens * (cols + rows);
                 (format!("matmul {rows}×{cols} × {tokens} tokens → {output:?}"), bytes, 2 * rows * cols * tokens)
             }
-            Op::Rope => ("rope + kv append".into(), 4 * n * (c.q_dim() + 3 * c.kv_dim()) as u64, 6 * n * (c.q_dim() + c.kv_dim()) as u64 / 2),
+            Op::Rope => (
+                "rope + kv append".into(),
+                4 * n * (c.q_dim() + 3 * c.kv_dim()) as u64,
+                6 * n * (c.q_dim() + c.kv_dim()) as u64 / 2,
+            ),
             Op::Attention { layer } => {
                 // Every query reads q, its keys and values, and writes its output.
                 let keys: u64 = (0..self.n).map(|t| (self.pos0 + t + 1) as u64).sum();

@@ -154,7 +154,11 @@ impl GpuWeights {
             .map(|(l, lw)| {
                 Ok(GpuLayer {
                     attn_norm: up.norm(&lw.attn_norm, &format!("blk.{l}.attn_norm"))?,
-                    attn_qkv: lw.attn_qkv.iter().map(|lin| up.linear(lin, &format!("blk.{l}.attn_qkv"))).collect::<Result<_>>()?,
+                    attn_qkv: lw
+                        .attn_qkv
+                        .iter()
+                        .map(|lin| up.linear(lin, &format!("blk.{l}.attn_qkv")))
+                        .collect::<Result<_>>()?,
                     attn_output: up.linear(&lw.attn_output, &format!("blk.{l}.attn_output"))?,
                     ffn_norm: up.norm(&lw.ffn_norm, &format!("blk.{l}.ffn_norm"))?,
                     ffn_up: up.linear(&lw.ffn_up, &format!("blk.{l}.ffn_up"))?,
@@ -232,7 +236,9 @@ impl Uploader<'_> {
         }
         let cpu: Vec<u8> = match m.data {
             Rows::F32(view) => bytemuck::cast_slice(self.weights.get(view)).to_vec(),
-            Rows::Packed { offset, len, .. } | Rows::Blocks { offset, len, .. } => self.weights.blocks(offset, len).to_vec(),
+            Rows::Packed { offset, len, .. } | Rows::Blocks { offset, len, .. } => {
+                self.weights.blocks(offset, len).to_vec()
+            }
         };
         let cpu_row = cpu.len() / m.rows.max(1);
         let mut pieces = Vec::new();

@@ -6,7 +6,15 @@ use super::{add_scaled, dot, sum};
 /// `keys[j·stride .. j·stride + hd]` (the KV cache holds all heads side by side; `keys` starts at
 /// this head's column). Leaves the softmax probabilities in `probs[..n_keys]` and their weighted
 /// sum of values in `out` (`[hd]`).
-pub fn attend(q: &[f32], keys: &[f32], values: &[f32], stride: usize, n_keys: usize, probs: &mut [f32], out: &mut [f32]) {
+pub fn attend(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    stride: usize,
+    n_keys: usize,
+    probs: &mut [f32],
+    out: &mut [f32],
+) {
     let hd = q.len();
     // transformers divides by sqrt(head_dim) rather than multiplying by its inverse; so do we.
     let denom = (hd as f32).sqrt();

@@ -35,7 +35,17 @@ unsafe impl Sync for Out {}
 /// `w: [n_out, n_in]`. `ld ≥ n_out` lets several matmuls fill column ranges of one wider buffer.
 /// `room` holds the input prepared for packed matrices; it grows once and is reused.
 #[allow(clippy::too_many_arguments)]
-pub fn matmul(out: &mut [f32], ld: usize, x: &[f32], w: WeightRows, bias: Option<&[f32]>, n_tok: usize, n_in: usize, n_out: usize, room: &mut Vec<f32>) {
+pub fn matmul(
+    out: &mut [f32],
+    ld: usize,
+    x: &[f32],
+    w: WeightRows,
+    bias: Option<&[f32]>,
+    n_tok: usize,
+    n_in: usize,
+    n_out: usize,
+    room: &mut Vec<f32>,
+) {
     if n_tok == 0 || n_out == 0 {
         return;
     }
@@ -71,7 +81,14 @@ struct Shape {
 
 /// One tile of an f32 or block matrix, with the kernels the target supports best. Every kernel
 /// has the lane order of [`dot_rows`], so all give the same bits.
-unsafe fn matmul_tile(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
+unsafe fn matmul_tile(
+    out: Out,
+    x: &[f32],
+    w: WeightRows,
+    bias: Option<&[f32]>,
+    s: Shape,
+    rows: std::ops::Range<usize>,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx") {
@@ -87,7 +104,16 @@ unsafe fn matmul_tile(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, 
 unsafe fn tile_avx(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
     use super::x86;
     // SAFETY (both closures): AVX was detected by the caller; rows all have n_in values.
-    tile(out, x, w, bias, s, rows, |w, xs| unsafe { x86::dot_rows::<4>(w, xs) }, |w, xs| unsafe { x86::dot_rows::<1>(w, xs) })
+    tile(
+        out,
+        x,
+        w,
+        bias,
+        s,
+        rows,
+        |w, xs| unsafe { x86::dot_rows::<4>(w, xs) },
+        |w, xs| unsafe { x86::dot_rows::<1>(w, xs) },
+    )
 }
 
 thread_local! {
@@ -164,7 +190,15 @@ struct PackedKernels {
 }
 
 /// One tile of a packed matrix, with the kernels the target supports best.
-unsafe fn packed_tile<'a>(out: Out, ty: PackedType, b: &[u8], input: impl Fn(usize) -> Input<'a>, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
+unsafe fn packed_tile<'a>(
+    out: Out,
+    ty: PackedType,
+    b: &[u8],
+    input: impl Fn(usize) -> Input<'a>,
+    bias: Option<&[f32]>,
+    s: Shape,
+    rows: std::ops::Range<usize>,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -187,7 +221,15 @@ unsafe fn packed_tile<'a>(out: Out, ty: PackedType, b: &[u8], input: impl Fn(usi
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn packed_tile_avx2<'a>(out: Out, ty: PackedType, b: &[u8], input: impl Fn(usize) -> Input<'a>, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
+unsafe fn packed_tile_avx2<'a>(
+    out: Out,
+    ty: PackedType,
+    b: &[u8],
+    input: impl Fn(usize) -> Input<'a>,
+    bias: Option<&[f32]>,
+    s: Shape,
+    rows: std::ops::Range<usize>,
+) {
     use super::x86::dot_packed;
     // SAFETY (all three): AVX2 was detected by the caller.
     let kernels = PackedKernels {
@@ -272,7 +314,17 @@ mod tests {
     #[test]
     fn tiny_example() {
         let mut out = [0.0; 6];
-        matmul(&mut out, 3, &[1., 2., 3., 4.], WeightRows::F32(&[1., 0., 0., 1., 1., 1.]), Some(&[0.5, 0., -1.]), 2, 2, 3, &mut Vec::new());
+        matmul(
+            &mut out,
+            3,
+            &[1., 2., 3., 4.],
+            WeightRows::F32(&[1., 0., 0., 1., 1., 1.]),
+            Some(&[0.5, 0., -1.]),
+            2,
+            2,
+            3,
+            &mut Vec::new(),
+        );
         assert_eq!(out, [1.5, 2., 2., 3.5, 4., 6.]);
     }
 
@@ -300,7 +352,17 @@ mod tests {
         matmul(&mut batch, n_out, &x, WeightRows::F32(&w), None, 6, n_in, n_out, &mut Vec::new());
         for t in 0..6 {
             let mut single = vec![0.0; n_out];
-            matmul(&mut single, n_out, &x[t * n_in..(t + 1) * n_in], WeightRows::F32(&w), None, 1, n_in, n_out, &mut Vec::new());
+            matmul(
+                &mut single,
+                n_out,
+                &x[t * n_in..(t + 1) * n_in],
+                WeightRows::F32(&w),
+                None,
+                1,
+                n_in,
+                n_out,
+                &mut Vec::new(),
+            );
             assert_eq!(single, batch[t * n_out..(t + 1) * n_out]);
         }
     }
@@ -320,7 +382,17 @@ mod tests {
         for n_tok in [1, 5] {
             let x: Vec<f32> = (0..n_tok * n_in).map(|i| (i as f32 * 0.21).sin()).collect();
             let (mut a, mut b) = (vec![0.0; n_tok * n_out], vec![0.0; n_tok * n_out]);
-            matmul(&mut a, n_out, &x, WeightRows::Blocks(GgmlType::Q8_0, &blocks), None, n_tok, n_in, n_out, &mut Vec::new());
+            matmul(
+                &mut a,
+                n_out,
+                &x,
+                WeightRows::Blocks(GgmlType::Q8_0, &blocks),
+                None,
+                n_tok,
+                n_in,
+                n_out,
+                &mut Vec::new(),
+            );
             matmul(&mut b, n_out, &x, WeightRows::F32(&decoded), None, n_tok, n_in, n_out, &mut Vec::new());
             assert_eq!(a, b, "{n_tok} tokens");
         }

@@ -20,13 +20,13 @@ pub mod matmul;
 pub mod norm;
 pub mod packed;
 pub mod pool;
-#[cfg(target_arch = "x86_64")]
-pub mod x86;
 pub mod quant;
 pub mod rope;
 pub mod scalar;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
 
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 use scalar as arch;
@@ -86,8 +86,6 @@ pub(crate) mod tests {
             .collect()
     }
 
-
-
     #[test]
     fn dot_matches_a_plain_sum_for_every_tail_length() {
         for n in 0..40 {
@@ -101,8 +99,7 @@ pub(crate) mod tests {
     #[test]
     fn blocked_rows_round_exactly_like_single_rows() {
         let w: Vec<f32> = (0..77).map(|i| (i as f32 * 0.3).sin() * 3.0).collect();
-        let xs: Vec<Vec<f32>> =
-            (0..4).map(|r| (0..77).map(|i| ((i * (r + 2)) as f32 * 0.7).cos()).collect()).collect();
+        let xs: Vec<Vec<f32>> = (0..4).map(|r| (0..77).map(|i| ((i * (r + 2)) as f32 * 0.7).cos()).collect()).collect();
         let four = dot_rows::<4>(&w, [&xs[0], &xs[1], &xs[2], &xs[3]]);
         for r in 0..4 {
             assert_eq!(four[r].to_bits(), dot(&w, &xs[r]).to_bits());

@@ -6,7 +6,15 @@ use super::{dot, sum};
 /// `scale = sqrt(biased variance + eps)` (TransformerLens's `hook_scale`). Each row's mean and scale
 /// land in `mean[row]` and `scale[row]`. Variance is two-pass (subtract the mean first) because
 /// the residual stream's mean can dwarf its spread.
-pub fn layernorm(out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32], eps: f32, mean: &mut [f32], scale: &mut [f32]) {
+pub fn layernorm(
+    out: &mut [f32],
+    x: &[f32],
+    weight: &[f32],
+    bias: &[f32],
+    eps: f32,
+    mean: &mut [f32],
+    scale: &mut [f32],
+) {
     let d = weight.len();
     for (((o, xr), m), s) in out.chunks_exact_mut(d).zip(x.chunks_exact(d)).zip(mean.iter_mut()).zip(scale.iter_mut()) {
         let mu = sum(xr) / d as f32;

@@ -103,7 +103,12 @@ impl PackedType {
 /// If `file_bytes` is not whole blocks; a tensor from [`crate::formats::gguf`] always is.
 pub fn pack(ty: PackedType, file_bytes: &[u8], out: &mut Vec<u8>) {
     let file_block = ty.ggml().block_bytes();
-    assert!(file_bytes.len().is_multiple_of(file_block), "{} bytes are not whole {} blocks", file_bytes.len(), ty.ggml().name());
+    assert!(
+        file_bytes.len().is_multiple_of(file_block),
+        "{} bytes are not whole {} blocks",
+        file_bytes.len(),
+        ty.ggml().name()
+    );
     for block in file_bytes.chunks_exact(file_block) {
         let q = file_integers(ty, block);
         // The scale (and min): f16, widened exactly as the file decoder does.
@@ -188,13 +193,22 @@ pub struct Input<'a> {
 impl Input<'_> {
     /// Panics unless this input has `n` values and, for Q4_1, its sums: what every kernel reads.
     pub fn check(&self, ty: PackedType, n: usize) {
-        assert!(self.x.len() == n && self.sums.len() >= ty.input_floats(n), "inputs of different lengths, or without their sums");
+        assert!(
+            self.x.len() == n && self.sums.len() >= ty.input_floats(n),
+            "inputs of different lengths, or without their sums"
+        );
     }
 }
 
 /// Fills `room` (grown if it is too small, then reused) with what the kernels need of `n_tok`
 /// inputs of `n` values, `xs: [n_tok, n]`, and returns a function that hands out input `t`.
-pub fn prepare_input<'a>(ty: PackedType, xs: &'a [f32], n: usize, n_tok: usize, room: &'a mut Vec<f32>) -> impl Fn(usize) -> Input<'a> + Copy + Sync {
+pub fn prepare_input<'a>(
+    ty: PackedType,
+    xs: &'a [f32],
+    n: usize,
+    n_tok: usize,
+    room: &'a mut Vec<f32>,
+) -> impl Fn(usize) -> Input<'a> + Copy + Sync {
     let per = ty.input_floats(n);
     assert!(xs.len() >= n * n_tok && n.is_multiple_of(BLOCK));
     if room.len() < per * n_tok {
@@ -291,7 +305,7 @@ mod tests {
     /// ```text
     /// w = 0.5·q − 1 = [−1 −0.5 0 0.5 | −1 −0.5 0 0.5 | … ]   (8 times)
     /// w · 1 = 8·(−1 − 0.5 + 0 + 0.5) = −8
-/// w · e = Σ_a Σ_r (0.5r − 1)·(4a + r) = Σ_a (−4a + 1) = −104        (e = 4a + r)
+    /// w · e = Σ_a Σ_r (0.5r − 1)·(4a + r) = Σ_a (−4a + 1) = −104        (e = 4a + r)
     /// ```
     #[test]
     fn one_q4_1_block_as_drawn() {
@@ -345,7 +359,11 @@ mod tests {
                     let exact: f64 = wr.iter().zip(&x).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
                     let magnitude: f64 = wr.iter().zip(&x).map(|(a, b)| (f64::from(*a) * f64::from(*b)).abs()).sum();
                     let err = (f64::from(got[r][0]) - exact).abs();
-                    assert!(err <= 1e-6 * magnitude + 1e-30, "{ty:?} n = {n} row {r}: {} vs {exact} (Σ|wx| = {magnitude})", got[r][0]);
+                    assert!(
+                        err <= 1e-6 * magnitude + 1e-30,
+                        "{ty:?} n = {n} row {r}: {} vs {exact} (Σ|wx| = {magnitude})",
+                        got[r][0]
+                    );
                 }
             }
         }
@@ -366,7 +384,11 @@ mod tests {
             let by_inputs = dot(ty, [rows[1]], [input(0), input(1), input(2), input(3)]);
             for r in 0..4 {
                 assert_eq!(by_rows[r][0].to_bits(), dot(ty, [rows[r]], [input(2)])[0][0].to_bits(), "{ty:?} row {r}");
-                assert_eq!(by_inputs[0][r].to_bits(), dot(ty, [rows[1]], [input(r)])[0][0].to_bits(), "{ty:?} input {r}");
+                assert_eq!(
+                    by_inputs[0][r].to_bits(),
+                    dot(ty, [rows[1]], [input(r)])[0][0].to_bits(),
+                    "{ty:?} input {r}"
+                );
             }
         }
     }

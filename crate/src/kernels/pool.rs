@@ -91,7 +91,12 @@ pub fn for_each_chunk<A: Send>(n: usize, (a, len): (&mut [A], usize), task: impl
 }
 
 /// `task(i, chunk i of a, chunk i of b)` for every `i < n`, as [`for_each_chunk`].
-pub fn for_each_chunk_pair<A: Send, B: Send>(n: usize, (a, a_len): (&mut [A], usize), (b, b_len): (&mut [B], usize), task: impl Fn(usize, &mut [A], &mut [B]) + Sync) {
+pub fn for_each_chunk_pair<A: Send, B: Send>(
+    n: usize,
+    (a, a_len): (&mut [A], usize),
+    (b, b_len): (&mut [B], usize),
+    task: impl Fn(usize, &mut [A], &mut [B]) + Sync,
+) {
     let (a, b) = (Chunks::new(a, a_len, n), Chunks::new(b, b_len, n));
     // SAFETY: `for_each` runs each `i` once, so each chunk is borrowed by one task at a time.
     for_each(n, |i| task(i, unsafe { a.chunk(i) }, unsafe { b.chunk(i) }));
@@ -109,7 +114,11 @@ unsafe impl<T: Send> Sync for Chunks<'_, T> {}
 
 impl<'a, T> Chunks<'a, T> {
     fn new(slice: &'a mut [T], len: usize, n: usize) -> Self {
-        assert!(len.checked_mul(n).is_some_and(|total| total <= slice.len()), "{n} chunks of {len} in a slice of {}", slice.len());
+        assert!(
+            len.checked_mul(n).is_some_and(|total| total <= slice.len()),
+            "{n} chunks of {len} in a slice of {}",
+            slice.len()
+        );
         Chunks { ptr: slice.as_mut_ptr(), len, _borrow: std::marker::PhantomData }
     }
 

@@ -13,8 +13,8 @@
 //! [`super::packed::dot`] (and of the AVX2 `x86::dot_packed`).
 
 use core::arch::wasm32::{
-    f32x4, f32x4_add, f32x4_convert_i32x4, f32x4_extract_lane, f32x4_mul, f32x4_splat, i32x4_shl, i32x4_shr, i32x4_splat,
-    i32x4_sub, u32x4_shr, v128, v128_load, v128_store,
+    f32x4, f32x4_add, f32x4_convert_i32x4, f32x4_extract_lane, f32x4_mul, f32x4_splat, i32x4_shl, i32x4_shr,
+    i32x4_splat, i32x4_sub, u32x4_shr, v128, v128_load, v128_store,
 };
 
 use super::packed::{Input, PackedType, BLOCK};
@@ -167,7 +167,12 @@ fn input_blocks<'a>(x: &Input<'a>) -> (&'a [[f32; BLOCK]], &'a [[f32; LANES]]) {
 #[inline(always)]
 fn rows4<F: Lanes<BYTES>, const BYTES: usize>(rows: [&[u8]; 4], x: Input) -> [f32; 4] {
     let n = x.x.len();
-    let (r0, r1, r2, r3) = (blocks::<BYTES>(rows[0], n), blocks::<BYTES>(rows[1], n), blocks::<BYTES>(rows[2], n), blocks::<BYTES>(rows[3], n));
+    let (r0, r1, r2, r3) = (
+        blocks::<BYTES>(rows[0], n),
+        blocks::<BYTES>(rows[1], n),
+        blocks::<BYTES>(rows[2], n),
+        blocks::<BYTES>(rows[3], n),
+    );
     let (xb, sums) = input_blocks(&x);
     let (mut a0, mut a1, mut a2, mut a3) = (ZERO, ZERO, ZERO, ZERO);
     for b in 0..xb.len() {
@@ -184,7 +189,8 @@ fn rows4<F: Lanes<BYTES>, const BYTES: usize>(rows: [&[u8]; 4], x: Input) -> [f3
 fn inputs4<F: Lanes<BYTES>, const BYTES: usize>(row: &[u8], xs: [Input; 4]) -> [f32; 4] {
     let n = xs[0].x.len();
     let row = blocks::<BYTES>(row, n);
-    let ((x0, s0), (x1, s1), (x2, s2), (x3, s3)) = (input_blocks(&xs[0]), input_blocks(&xs[1]), input_blocks(&xs[2]), input_blocks(&xs[3]));
+    let ((x0, s0), (x1, s1), (x2, s2), (x3, s3)) =
+        (input_blocks(&xs[0]), input_blocks(&xs[1]), input_blocks(&xs[2]), input_blocks(&xs[3]));
     let (mut a0, mut a1, mut a2, mut a3) = (ZERO, ZERO, ZERO, ZERO);
     for b in 0..row.len() {
         let block = F::lanes(&row[b]);
@@ -294,7 +300,11 @@ impl Lanes<36> for Q8_0 {
     fn lanes(b: &[u8; 36]) -> Lanes4 {
         let (w0, w1) = (words::<4, 36>(b), words::<20, 36>(b));
         let byte = |w: v128, p: u32| f32x4_convert_i32x4(i32x4_shr(i32x4_shl(w, 24 - 8 * p), 24));
-        (f32_at(b, 0), None, [byte(w0, 0), byte(w0, 1), byte(w0, 2), byte(w0, 3), byte(w1, 0), byte(w1, 1), byte(w1, 2), byte(w1, 3)])
+        (
+            f32_at(b, 0),
+            None,
+            [byte(w0, 0), byte(w0, 1), byte(w0, 2), byte(w0, 3), byte(w1, 0), byte(w1, 1), byte(w1, 2), byte(w1, 3)],
+        )
     }
 }
 
@@ -342,7 +352,10 @@ mod tests {
             let (mut simd, mut portable) = (start.clone(), start);
             super::add_scaled(&mut simd, 0.3, &v);
             scalar::add_scaled(&mut portable, 0.3, &v);
-            assert_eq!(simd.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), portable.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+            assert_eq!(
+                simd.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                portable.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            );
         }
     }
 
@@ -369,11 +382,14 @@ mod tests {
                 let four_rows = [rows[0], rows[1], rows[2], rows[3]];
                 let four_inputs = [input(0), input(1), input(2), input(3)];
                 let bits = |a: Vec<f32>| a.into_iter().map(f32::to_bits).collect::<Vec<_>>();
-                let (simd, portable) = (super::dot_packed_rows4(ty, four_rows, input(1)), packed::dot(ty, four_rows, [input(1)]));
+                let (simd, portable) =
+                    (super::dot_packed_rows4(ty, four_rows, input(1)), packed::dot(ty, four_rows, [input(1)]));
                 assert_eq!(bits(simd.to_vec()), bits(portable.concat()), "{ty:?} n = {n}, 4 rows");
-                let (simd, portable) = (super::dot_packed_inputs4(ty, rows[2], four_inputs), packed::dot(ty, [rows[2]], four_inputs));
+                let (simd, portable) =
+                    (super::dot_packed_inputs4(ty, rows[2], four_inputs), packed::dot(ty, [rows[2]], four_inputs));
                 assert_eq!(bits(simd.to_vec()), bits(portable.concat()), "{ty:?} n = {n}, 4 inputs");
-                let (simd, portable) = (super::dot_packed(ty, rows[3], input(2)), packed::dot(ty, [rows[3]], [input(2)]));
+                let (simd, portable) =
+                    (super::dot_packed(ty, rows[3], input(2)), packed::dot(ty, [rows[3]], [input(2)]));
                 assert_eq!(bits(vec![simd]), bits(portable.concat()), "{ty:?} n = {n}, 1 × 1");
             }
         }

@@ -51,7 +51,11 @@ pub unsafe fn dot_rows<const R: usize>(w: &[f32], xs: [&[f32]; R]) -> [f32; R] {
 /// The CPU must support AVX2. (Rows of `ty.row_bytes(n)` bytes for inputs of `n` values, and
 /// Q4_1's sums, are checked.)
 #[target_feature(enable = "avx2")]
-pub unsafe fn dot_packed<const NR: usize, const NT: usize>(ty: PackedType, rows: [&[u8]; NR], xs: [Input; NT]) -> [[f32; NT]; NR] {
+pub unsafe fn dot_packed<const NR: usize, const NT: usize>(
+    ty: PackedType,
+    rows: [&[u8]; NR],
+    xs: [Input; NT],
+) -> [[f32; NT]; NR] {
     // The per-format code is plain functions, inlined into each instantiation (see below).
     match ty {
         PackedType::Q4_0 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q4_0),
@@ -159,7 +163,11 @@ unsafe fn lanes_q4_0(b: *const u8) -> (__m256, __m256, Lanes) {
 #[inline(always)]
 unsafe fn lanes_q4_1(b: *const u8) -> (__m256, __m256, Lanes) {
     let q = nibbles(words(b.add(8)));
-    (f32_at(b), f32_at(b.add(4)), [_mm256_cvtepi32_ps(q[0]), _mm256_cvtepi32_ps(q[1]), _mm256_cvtepi32_ps(q[2]), _mm256_cvtepi32_ps(q[3])])
+    (
+        f32_at(b),
+        f32_at(b.add(4)),
+        [_mm256_cvtepi32_ps(q[0]), _mm256_cvtepi32_ps(q[1]), _mm256_cvtepi32_ps(q[2]), _mm256_cvtepi32_ps(q[3])],
+    )
 }
 
 /// Q8_0: byte `p` of each word shifted to the top, then arithmetically down. Vector `c` reads the
@@ -168,7 +176,11 @@ unsafe fn lanes_q4_1(b: *const u8) -> (__m256, __m256, Lanes) {
 unsafe fn lanes_q8_0(b: *const u8) -> (__m256, __m256, Lanes) {
     let (w0, w1) = (words(b.add(4)), words(b.add(20)));
     let (even, odd) = (halves(24, 16), halves(8, 0));
-    (f32_at(b), _mm256_setzero_ps(), [signed_byte(w0, even), signed_byte(w0, odd), signed_byte(w1, even), signed_byte(w1, odd)])
+    (
+        f32_at(b),
+        _mm256_setzero_ps(),
+        [signed_byte(w0, even), signed_byte(w0, odd), signed_byte(w1, even), signed_byte(w1, odd)],
+    )
 }
 
 #[inline(always)]
@@ -208,13 +220,22 @@ mod tests {
                 let xs = wild(4 * n, 3);
                 let mut room = Vec::new();
                 let input = packed::prepare_input(ty, &xs, n, 4, &mut room);
-                let (four_rows, four_inputs) = ([rows[0], rows[1], rows[2], rows[3]], [input(0), input(1), input(2), input(3)]);
+                let (four_rows, four_inputs) =
+                    ([rows[0], rows[1], rows[2], rows[3]], [input(0), input(1), input(2), input(3)]);
                 let bits = |a: Vec<f32>| a.into_iter().map(f32::to_bits).collect::<Vec<_>>();
                 // SAFETY: AVX2 checked above; rows hold whole blocks for n weights.
                 let fast = unsafe { super::dot_packed(ty, four_rows, [input(1)]) };
-                assert_eq!(bits(fast.concat()), bits(packed::dot(ty, four_rows, [input(1)]).concat()), "{ty:?} n = {n}, 4 rows");
+                assert_eq!(
+                    bits(fast.concat()),
+                    bits(packed::dot(ty, four_rows, [input(1)]).concat()),
+                    "{ty:?} n = {n}, 4 rows"
+                );
                 let fast = unsafe { super::dot_packed(ty, [rows[2]], four_inputs) };
-                assert_eq!(bits(fast.concat()), bits(packed::dot(ty, [rows[2]], four_inputs).concat()), "{ty:?} n = {n}, 4 inputs");
+                assert_eq!(
+                    bits(fast.concat()),
+                    bits(packed::dot(ty, [rows[2]], four_inputs).concat()),
+                    "{ty:?} n = {n}, 4 inputs"
+                );
             }
         }
     }

@@ -44,7 +44,10 @@ pub(crate) fn session_bytes(c: &Config) -> Option<(u64, u64)> {
 /// If the size overflows: only a hand-made [`Config`] that skipped `Config::check_limits` can.
 fn zeros(dims: &[usize]) -> Vec<f32> {
     let n = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
-    vec![0.0; n.unwrap_or_else(|| panic!("activation sizes {dims:?} overflow: the config skipped Config::check_limits"))]
+    vec![
+        0.0;
+        n.unwrap_or_else(|| panic!("activation sizes {dims:?} overflow: the config skipped Config::check_limits"))
+    ]
 }
 
 /// A model: hyperparameters and weights. Immutable once loaded; sessions share it.
@@ -77,14 +80,14 @@ impl KvCache {
 
 /// Activations of one chunk: preallocated, reused by every chunk. `C` is [`CHUNK`].
 pub(crate) struct Activations {
-    x: Vec<f32>,       // [C, d]         residual stream
-    xn: Vec<f32>,      // [C, d]         norm output (input of the next sublayer)
-    qkv: Vec<f32>,     // [C, q+2kv]     q | k | v of each token
-    heads: Vec<f32>,   // [H, C, hd]     attention output per head, before concatenation
-    att_out: Vec<f32>, // [C, q]         heads concatenated
-    proj: Vec<f32>,    // [C, d]         output projection, about to join the residual
-    up: Vec<f32>,      // [C, d_ff]      MLP hidden layer
-    gate: Vec<f32>,    // [C, d_ff]      SwiGLU gate (LLaMA only; empty for GPT-2)
+    x: Vec<f32>,        // [C, d]         residual stream
+    xn: Vec<f32>,       // [C, d]         norm output (input of the next sublayer)
+    qkv: Vec<f32>,      // [C, q+2kv]     q | k | v of each token
+    heads: Vec<f32>,    // [H, C, hd]     attention output per head, before concatenation
+    att_out: Vec<f32>,  // [C, q]         heads concatenated
+    proj: Vec<f32>,     // [C, d]         output projection, about to join the residual
+    up: Vec<f32>,       // [C, d_ff]      MLP hidden layer
+    gate: Vec<f32>,     // [C, d_ff]      SwiGLU gate (LLaMA only; empty for GPT-2)
     rope_cos: Vec<f32>, // [C, hd/2]     rotation of each position in the chunk
     rope_sin: Vec<f32>, // [C, hd/2]
     /// The input of a packed matmul as its kernels read it (see `kernels::packed`): grows once.
@@ -146,7 +149,10 @@ impl Pattern {
         }
         self.width = positions.max(self.width.saturating_mul(2)).next_multiple_of(CHUNK).min(self.n_ctx).max(positions);
         self.data.clear();
-        self.data.resize(rows.checked_mul(self.width).unwrap_or_else(|| panic!("{rows} attention rows of {} overflow", self.width)), 0.0);
+        self.data.resize(
+            rows.checked_mul(self.width).unwrap_or_else(|| panic!("{rows} attention rows of {} overflow", self.width)),
+            0.0,
+        );
     }
 }
 
@@ -200,7 +206,8 @@ pub(crate) fn forward_chunk(
     if let Some(r) = c.rope {
         let half = hd / 2;
         for i in 0..n {
-            let (cos, sin) = (&mut acts.rope_cos[i * half..(i + 1) * half], &mut acts.rope_sin[i * half..(i + 1) * half]);
+            let (cos, sin) =
+                (&mut acts.rope_cos[i * half..(i + 1) * half], &mut acts.rope_sin[i * half..(i + 1) * half]);
             rope::angles(pos0 + i, hd, r.theta, cos, sin);
         }
     }
@@ -229,21 +236,26 @@ pub(crate) fn forward_chunk(
         let group = c.n_head / c.n_kv_head;
         acts.att.grow(c.n_head * CHUNK, pos0 + n);
         let (keys, values, qkv, width) = (&kv.k[l], &kv.v[l], &acts.qkv, acts.att.width);
-        pool::for_each_chunk_pair(c.n_head, (&mut acts.heads, n * hd), (&mut acts.att.data, CHUNK * width), |head, out, probs| {
-            let kv_col = (head / group) * hd;
-            for i in 0..n {
-                let q = &qkv[i * qkv_dim + head * hd..i * qkv_dim + (head + 1) * hd];
-                attend(
-                    q,
-                    &keys[kv_col..],
-                    &values[kv_col..],
-                    kv_dim,
-                    pos0 + i + 1,
-                    &mut probs[i * width..(i + 1) * width],
-                    &mut out[i * hd..(i + 1) * hd],
-                );
-            }
-        });
+        pool::for_each_chunk_pair(
+            c.n_head,
+            (&mut acts.heads, n * hd),
+            (&mut acts.att.data, CHUNK * width),
+            |head, out, probs| {
+                let kv_col = (head / group) * hd;
+                for i in 0..n {
+                    let q = &qkv[i * qkv_dim + head * hd..i * qkv_dim + (head + 1) * hd];
+                    attend(
+                        q,
+                        &keys[kv_col..],
+                        &values[kv_col..],
+                        kv_dim,
+                        pos0 + i + 1,
+                        &mut probs[i * width..(i + 1) * width],
+                        &mut out[i * hd..(i + 1) * hd],
+                    );
+                }
+            },
+        );
         for head in 0..c.n_head {
             for i in 0..n {
                 acts.att_out[i * q_dim + head * hd..i * q_dim + (head + 1) * hd]
@@ -280,7 +292,8 @@ pub(crate) fn forward_chunk(
     // Final norm and unembedding: for every row when logits (or final-norm statistics) are
     // captured, else only for the last row, the one that predicts the next token.
     let all_logits = rec.wants(Hook::Logits);
-    let all_rows = all_logits || rec.wants(Hook::NormScale(NormSite::Final)) || rec.wants(Hook::NormMean(NormSite::Final));
+    let all_rows =
+        all_logits || rec.wants(Hook::NormScale(NormSite::Final)) || rec.wants(Hook::NormMean(NormSite::Final));
     let first = if all_rows { 0 } else { n - 1 };
     let rows = n - first;
     acts.x.copy_within(first * d..n * d, 0);
@@ -316,7 +329,9 @@ fn normalize(acts: &mut Activations, c: &Config, w: &Weights, nw: &Norm, n: usiz
     let (out, x, weight) = (&mut acts.xn[..n * d], &acts.x[..n * d], w.get(nw.weight));
     // A norm with a bias is a LayerNorm (GPT-2); without, an RMSNorm (LLaMA).
     match nw.bias {
-        Some(bias) => norm::layernorm(out, x, weight, w.get(bias), c.norm_eps, &mut acts.norm_mean, &mut acts.norm_scale),
+        Some(bias) => {
+            norm::layernorm(out, x, weight, w.get(bias), c.norm_eps, &mut acts.norm_mean, &mut acts.norm_scale)
+        }
         None => norm::rmsnorm(out, x, weight, c.norm_eps, &mut acts.norm_scale),
     }
 }

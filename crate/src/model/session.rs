@@ -29,7 +29,10 @@ pub struct Session {
 
 /// Where the forward pass runs, with the state it keeps between runs.
 enum Engine {
-    Cpu { acts: Box<Activations>, kv: KvCache },
+    Cpu {
+        acts: Box<Activations>,
+        kv: KvCache,
+    },
     /// Buffers, KV cache and planned dispatches on a device (`crate::gpu`).
     #[cfg(feature = "gpu")]
     Gpu(Box<GpuPass>),
@@ -236,7 +239,9 @@ impl Session {
     fn check_blocking(&self) -> Result<()> {
         #[cfg(all(feature = "gpu", target_arch = "wasm32"))]
         if matches!(self.engine, Engine::Gpu(_)) {
-            return Err(Error::InvalidArgument("a WebGPU session runs asynchronously: use runAsync / stepAsync / sampleNextAsync".into()));
+            return Err(Error::InvalidArgument(
+                "a WebGPU session runs asynchronously: use runAsync / stepAsync / sampleNextAsync".into(),
+            ));
         }
         Ok(())
     }
@@ -275,7 +280,10 @@ impl Session {
     fn extend_cpu(&mut self, new: &[u32]) {
         let model = Arc::clone(&self.model);
         #[allow(irrefutable_let_patterns)] // without the `gpu` feature the CPU is the only engine
-        let Engine::Cpu { acts, kv } = &mut self.engine else { return };
+        let Engine::Cpu { acts, kv } = &mut self.engine
+        else {
+            return;
+        };
         let (tokens, captures) = (&mut self.tokens, &mut self.captures);
         let mut last_chunk = 0;
         // On the thread pool, its workers spinning as one team for the pass's loops (`kernels::pool`).

@@ -192,10 +192,14 @@ impl Weights {
             }
             if t.shape.len() == 2 && g.ggml_type() != GgmlType::F32 {
                 let (ty, offset) = (g.ggml_type(), n_blocks);
-                let not_whole = || Error::Gguf(format!("{}: {} values are not whole {} blocks", t.name, t.len(), ty.name()));
+                let not_whole =
+                    || Error::Gguf(format!("{}: {} values are not whole {} blocks", t.name, t.len(), ty.name()));
                 // Whole rows: the GGUF reader checked that the data is whole blocks of the shape.
                 let (rows, len) = match PackedType::of(ty) {
-                    Some(p) => p.row_bytes(t.len()).map(|len| (Rows::Packed { ty: p, offset, len }, len)).ok_or_else(not_whole)?,
+                    Some(p) => p
+                        .row_bytes(t.len())
+                        .map(|len| (Rows::Packed { ty: p, offset, len }, len))
+                        .ok_or_else(not_whole)?,
                     None => (Rows::Blocks { ty, offset, len: g.data().len() }, g.data().len()),
                 };
                 n_blocks = n_blocks.checked_add(len).ok_or_else(|| Error::Gguf("tensor sizes overflow".into()))?;
@@ -448,14 +452,17 @@ impl Layout {
     fn into_weights(self, floats: Vec<f32>, blocks: Vec<u8>) -> Weights {
         let layers = (0..self.n_layer)
             .map(|l| {
-                let qkv: &[&str] = if self.arch == Arch::Gpt2 { &["attn_qkv"] } else { &["attn_q", "attn_k", "attn_v"] };
+                let qkv: &[&str] =
+                    if self.arch == Arch::Gpt2 { &["attn_qkv"] } else { &["attn_q", "attn_k", "attn_v"] };
                 LayerWeights {
                     attn_norm: self.norm(&format!("blk.{l}.attn_norm")),
                     attn_qkv: qkv.iter().map(|n| self.linear(&format!("blk.{l}.{n}"))).collect(),
                     attn_output: self.linear(&format!("blk.{l}.attn_output")),
                     ffn_norm: self.norm(&format!("blk.{l}.ffn_norm")),
                     ffn_up: self.linear(&format!("blk.{l}.ffn_up")),
-                    ffn_gate: self.find(&format!("blk.{l}.ffn_gate.weight")).map(|_| self.linear(&format!("blk.{l}.ffn_gate"))),
+                    ffn_gate: self
+                        .find(&format!("blk.{l}.ffn_gate.weight"))
+                        .map(|_| self.linear(&format!("blk.{l}.ffn_gate"))),
                     ffn_down: self.linear(&format!("blk.{l}.ffn_down")),
                 }
             })

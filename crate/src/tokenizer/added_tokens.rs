@@ -56,14 +56,12 @@ impl AddedTokens {
     /// only a hint there): a content already in the model's vocabulary keeps its vocab id, any
     /// other gets the next id from the vocabulary's length on. Empty contents are ignored.
     pub(super) fn new(tokens: Vec<AddedToken>, vocab: &HashMap<String, u32>) -> Result<Self> {
-        let mut next_new_id = u32::try_from(vocab.len())
-            .map_err(|_| Error::Tokenizer("the vocabulary has too many tokens".into()))?;
+        let mut next_new_id =
+            u32::try_from(vocab.len()).map_err(|_| Error::Tokenizer("the vocabulary has too many tokens".into()))?;
         let mut ids_by_content = HashMap::new();
         let mut by_id = BTreeMap::new();
         for token in tokens.into_iter().filter(|token| !token.content.is_empty()) {
-            let known = ids_by_content
-                .get(&token.content)
-                .or_else(|| vocab.get(&token.content));
+            let known = ids_by_content.get(&token.content).or_else(|| vocab.get(&token.content));
             let id = match known {
                 Some(&id) => id,
                 None => {
@@ -75,16 +73,9 @@ impl AddedTokens {
             ids_by_content.insert(token.content.clone(), id);
             by_id.insert(id, token);
         }
-        let (normalized, raw): (Vec<_>, Vec<_>) = by_id
-            .iter()
-            .map(|(&id, token)| (id, token.clone()))
-            .partition(|(_, token)| token.normalized);
-        Ok(Self {
-            ids_by_content,
-            by_id,
-            raw_pass: Matcher::new(raw)?,
-            normalized_pass: Matcher::new(normalized)?,
-        })
+        let (normalized, raw): (Vec<_>, Vec<_>) =
+            by_id.iter().map(|(&id, token)| (id, token.clone())).partition(|(_, token)| token.normalized);
+        Ok(Self { ids_by_content, by_id, raw_pass: Matcher::new(raw)?, normalized_pass: Matcher::new(normalized)? })
     }
 
     pub(super) fn id(&self, content: &str) -> Option<u32> {
@@ -93,9 +84,7 @@ impl AddedTokens {
 
     /// Every added token with its id, for building the decode table.
     pub(super) fn iter(&self) -> impl Iterator<Item = (u32, &str)> {
-        self.by_id
-            .iter()
-            .map(|(&id, token)| (id, token.content.as_str()))
+        self.by_id.iter().map(|(&id, token)| (id, token.content.as_str()))
     }
 
     /// Splits `text` into added tokens and the text between them (never empty).
@@ -121,24 +110,13 @@ impl Matcher {
             return Ok(None);
         }
         tokens.sort_by_key(|(_, token)| std::cmp::Reverse(token.content.len()));
-        let alternatives: Vec<String> = tokens
-            .iter()
-            .map(|(_, token)| regex::escape(&token.content))
-            .collect();
-        let alternation = Regex::new(&alternatives.join("|")).map_err(|e| {
-            Error::Tokenizer(format!("cannot build a matcher for the added tokens: {e}"))
-        })?;
+        let alternatives: Vec<String> = tokens.iter().map(|(_, token)| regex::escape(&token.content)).collect();
+        let alternation = Regex::new(&alternatives.join("|"))
+            .map_err(|e| Error::Tokenizer(format!("cannot build a matcher for the added tokens: {e}")))?;
         let word_char = Regex::new(r"\A\w\z")
             .map_err(|e| Error::Tokenizer(format!("cannot build the word-character class: {e}")))?;
-        let tokens = tokens
-            .into_iter()
-            .map(|(id, token)| (token.content.clone(), (id, token)))
-            .collect();
-        Ok(Some(Self {
-            alternation,
-            tokens,
-            word_char,
-        }))
+        let tokens = tokens.into_iter().map(|(id, token)| (token.content.clone(), (id, token))).collect();
+        Ok(Some(Self { alternation, tokens, word_char }))
     }
 
     fn is_word_char(&self, c: Option<char>) -> bool {
@@ -157,21 +135,12 @@ fn split_with<'t>(matcher: Option<&Matcher>, text: &'t str, segments: &mut Vec<S
             };
             let (before, after) = (&text[..found.start()], &text[found.end()..]);
             if token.single_word
-                && (matcher.is_word_char(before.chars().next_back())
-                    || matcher.is_word_char(after.chars().next()))
+                && (matcher.is_word_char(before.chars().next_back()) || matcher.is_word_char(after.chars().next()))
             {
                 continue;
             }
-            let start = if token.lstrip {
-                before.trim_end().len().max(consumed)
-            } else {
-                found.start()
-            };
-            let end = if token.rstrip {
-                text.len() - after.trim_start().len()
-            } else {
-                found.end()
-            };
+            let start = if token.lstrip { before.trim_end().len().max(consumed) } else { found.start() };
+            let end = if token.rstrip { text.len() - after.trim_start().len() } else { found.end() };
             if consumed < start {
                 segments.push(Segment::Text(&text[consumed..start]));
             }
@@ -189,31 +158,17 @@ mod tests {
     use super::*;
 
     fn token(content: &str) -> AddedToken {
-        AddedToken {
-            content: content.into(),
-            ..AddedToken::default()
-        }
+        AddedToken { content: content.into(), ..AddedToken::default() }
     }
 
     fn vocab() -> HashMap<String, u32> {
-        [("a", 0), ("b", 1), ("<|endoftext|>", 2)]
-            .into_iter()
-            .map(|(t, id)| (t.to_string(), id))
-            .collect()
+        [("a", 0), ("b", 1), ("<|endoftext|>", 2)].into_iter().map(|(t, id)| (t.to_string(), id)).collect()
     }
 
     #[test]
     fn ids_come_from_the_vocab_or_follow_it() {
-        let added = AddedTokens::new(
-            vec![
-                token("<|endoftext|>"),
-                token("<pad>"),
-                token(""),
-                token("<pad>"),
-            ],
-            &vocab(),
-        )
-        .unwrap();
+        let added = AddedTokens::new(vec![token("<|endoftext|>"), token("<pad>"), token(""), token("<pad>")], &vocab())
+            .unwrap();
         assert_eq!(added.id("<|endoftext|>"), Some(2));
         assert_eq!(added.id("<pad>"), Some(3));
         assert_eq!(added.iter().count(), 2);
@@ -221,65 +176,32 @@ mod tests {
 
     #[test]
     fn splits_out_tokens_leftmost_longest() {
-        let added = AddedTokens::new(
-            vec![token("<|endoftext|>"), token("<|end"), token("<pad>")],
-            &vocab(),
-        )
-        .unwrap();
+        let added = AddedTokens::new(vec![token("<|endoftext|>"), token("<|end"), token("<pad>")], &vocab()).unwrap();
         assert_eq!(
             added.split("x<|endoftext|><|end <pad>"),
-            [
-                Segment::Text("x"),
-                Segment::Added(2),
-                Segment::Added(3),
-                Segment::Text(" "),
-                Segment::Added(4)
-            ]
+            [Segment::Text("x"), Segment::Added(2), Segment::Added(3), Segment::Text(" "), Segment::Added(4)]
         );
         assert!(added.split("").is_empty());
     }
 
     #[test]
     fn strip_flags_swallow_whitespace() {
-        let stripping = AddedToken {
-            lstrip: true,
-            rstrip: true,
-            ..token("<m>")
-        };
+        let stripping = AddedToken { lstrip: true, rstrip: true, ..token("<m>") };
         let added = AddedTokens::new(vec![stripping], &vocab()).unwrap();
-        assert_eq!(
-            added.split("a  <m>\n b"),
-            [Segment::Text("a"), Segment::Added(3), Segment::Text("b")]
-        );
+        assert_eq!(added.split("a  <m>\n b"), [Segment::Text("a"), Segment::Added(3), Segment::Text("b")]);
     }
 
     #[test]
     fn single_word_tokens_need_non_word_neighbours() {
-        let word = AddedToken {
-            single_word: true,
-            ..token("cat")
-        };
+        let word = AddedToken { single_word: true, ..token("cat") };
         let added = AddedTokens::new(vec![word], &vocab()).unwrap();
-        assert_eq!(
-            added.split("cats cat."),
-            [
-                Segment::Text("cats "),
-                Segment::Added(3),
-                Segment::Text(".")
-            ]
-        );
+        assert_eq!(added.split("cats cat."), [Segment::Text("cats "), Segment::Added(3), Segment::Text(".")]);
     }
 
     #[test]
     fn raw_tokens_are_matched_before_normalized_ones() {
-        let normalized = AddedToken {
-            normalized: true,
-            ..token("<|endoftext|>")
-        };
+        let normalized = AddedToken { normalized: true, ..token("<|endoftext|>") };
         let added = AddedTokens::new(vec![normalized, token("text|>")], &vocab()).unwrap();
-        assert_eq!(
-            added.split("<|endoftext|>"),
-            [Segment::Text("<|endof"), Segment::Added(3)]
-        );
+        assert_eq!(added.split("<|endoftext|>"), [Segment::Text("<|endof"), Segment::Added(3)]);
     }
 }

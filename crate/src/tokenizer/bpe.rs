@@ -69,9 +69,7 @@ struct UnknownToken {
 impl BpeTokenizer {
     pub(super) fn new(mut config: BpeConfig) -> Result<Self> {
         let merges = std::mem::take(&mut config.merges);
-        let pairs = merges
-            .iter()
-            .map(|(left, right)| Ok((left.as_str(), right.as_str())));
+        let pairs = merges.iter().map(|(left, right)| Ok((left.as_str(), right.as_str())));
         Self::with_merges(config, pairs)
     }
 
@@ -106,24 +104,12 @@ impl BpeTokenizer {
         let unknown = match unknown_token {
             None => None,
             Some(token) => match vocab.get(&token) {
-                Some(&id) => Some(UnknownToken {
-                    id,
-                    fuse: fuse_unknown,
-                }),
-                None => {
-                    return Err(Error::Tokenizer(format!(
-                        "the unknown token `{token}` is not in the vocabulary"
-                    )))
-                }
+                Some(&id) => Some(UnknownToken { id, fuse: fuse_unknown }),
+                None => return Err(Error::Tokenizer(format!("the unknown token `{token}` is not in the vocabulary"))),
             },
         };
-        let byte_ids =
-            std::array::from_fn(|byte| vocab.get(BYTE_TO_CHAR[byte].to_string().as_str()).copied());
-        let splitter = if split_with_gpt2_pattern {
-            Some(Gpt2Splitter::new()?)
-        } else {
-            None
-        };
+        let byte_ids = std::array::from_fn(|byte| vocab.get(BYTE_TO_CHAR[byte].to_string().as_str()).copied());
+        let splitter = if split_with_gpt2_pattern { Some(Gpt2Splitter::new()?) } else { None };
         let decoded = decode_table(&vocab, &added)?;
         Ok(Self {
             vocab,
@@ -171,9 +157,7 @@ impl BpeTokenizer {
     }
 
     pub(super) fn token_id(&self, token: &str) -> Option<u32> {
-        self.added
-            .id(token)
-            .or_else(|| self.vocab.get(token).copied())
+        self.added.id(token).or_else(|| self.vocab.get(token).copied())
     }
 
     /// The bytes of one id; `Ok(None)` for an id inside the range that no token has, which
@@ -181,10 +165,7 @@ impl BpeTokenizer {
     pub(super) fn token_bytes(&self, id: u32) -> Result<Option<&[u8]>> {
         match self.decoded.get(id as usize) {
             Some(bytes) => Ok(bytes.as_deref()),
-            None => Err(Error::TokenOutOfRange {
-                id,
-                vocab: self.vocab_size(),
-            }),
+            None => Err(Error::TokenOutOfRange { id, vocab: self.vocab_size() }),
         }
     }
 
@@ -195,8 +176,9 @@ impl BpeTokenizer {
         for segment in self.added.split(text) {
             match segment {
                 Segment::Added(id) => ids.push(id),
-                Segment::Text(text) if self.split_digits => DigitPieces::new(text)
-                    .for_each(|piece| self.encode_text(piece, &mut word, &mut ids)),
+                Segment::Text(text) if self.split_digits => {
+                    DigitPieces::new(text).for_each(|piece| self.encode_text(piece, &mut word, &mut ids))
+                }
                 Segment::Text(text) => self.encode_text(text, &mut word, &mut ids),
             }
         }
@@ -216,9 +198,7 @@ impl BpeTokenizer {
             text
         };
         match &self.splitter {
-            Some(splitter) => splitter
-                .split(text)
-                .for_each(|piece| self.encode_word(piece, word, ids)),
+            Some(splitter) => splitter.split(text).for_each(|piece| self.encode_word(piece, word, ids)),
             None => self.encode_word(text, word, ids),
         }
     }
@@ -226,10 +206,7 @@ impl BpeTokenizer {
     /// Encodes one pre-tokenized piece, using `word` as scratch space.
     fn encode_word(&self, piece: &str, word: &mut Word, ids: &mut Vec<u32>) {
         if self.whole_words_first {
-            let spelled: String = piece
-                .bytes()
-                .map(|byte| BYTE_TO_CHAR[byte as usize])
-                .collect();
+            let spelled: String = piece.bytes().map(|byte| BYTE_TO_CHAR[byte as usize]).collect();
             if let Some(&id) = self.vocab.get(&spelled) {
                 ids.push(id);
                 return;
@@ -269,16 +246,8 @@ impl fmt::Debug for BpeTokenizer {
 
 /// Id → decoded bytes for every vocabulary and added token; added tokens win a shared id, as
 /// they do in HF's `id_to_token`.
-fn decode_table(
-    vocab: &HashMap<String, u32>,
-    added: &AddedTokens,
-) -> Result<Vec<Option<Box<[u8]>>>> {
-    let largest_id = vocab
-        .values()
-        .copied()
-        .chain(added.iter().map(|(id, _)| id))
-        .max()
-        .unwrap_or(0);
+fn decode_table(vocab: &HashMap<String, u32>, added: &AddedTokens) -> Result<Vec<Option<Box<[u8]>>>> {
+    let largest_id = vocab.values().copied().chain(added.iter().map(|(id, _)| id)).max().unwrap_or(0);
     let size = largest_id as usize + 1;
     if size > MAX_VOCAB_SIZE {
         return Err(Error::Tokenizer(format!(
@@ -286,10 +255,7 @@ fn decode_table(
         )));
     }
     let mut decoded = vec![None; size];
-    let tokens = vocab
-        .iter()
-        .map(|(token, &id)| (id, token.as_str()))
-        .chain(added.iter());
+    let tokens = vocab.iter().map(|(token, &id)| (id, token.as_str())).chain(added.iter());
     for (id, token) in tokens {
         if let Some(slot) = decoded.get_mut(id as usize) {
             *slot = Some(token_bytes(token).into_boxed_slice());
@@ -377,12 +343,7 @@ impl Word {
         if let Some(last) = self.symbols.last_mut() {
             last.next = Some(position);
         }
-        self.symbols.push(Symbol {
-            id,
-            previous: position.checked_sub(1),
-            next: None,
-            merged_into_previous: false,
-        });
+        self.symbols.push(Symbol { id, previous: position.checked_sub(1), next: None, merged_into_previous: false });
     }
 }
 
@@ -393,15 +354,12 @@ impl MergeTable {
         merges: impl IntoIterator<Item = Result<(&'m str, &'m str)>>,
     ) -> Result<Self> {
         let merges = merges.into_iter();
-        let mut rules =
-            HashMap::with_capacity_and_hasher(merges.size_hint().0, BuildHasherDefault::default());
+        let mut rules = HashMap::with_capacity_and_hasher(merges.size_hint().0, BuildHasherDefault::default());
         // Three lookups per merge (49k merges for SmolLM2) dominate building; a borrowed map with
         // the cheap hasher takes them at a fraction of the cost of SipHash on `vocab`. The worst a
         // crafted vocabulary can do to it is slow down its own loading.
-        let ids: HashMap<&str, u32, BuildHasherDefault<PairHasher>> = vocab
-            .iter()
-            .map(|(token, &id)| (token.as_str(), id))
-            .collect();
+        let ids: HashMap<&str, u32, BuildHasherDefault<PairHasher>> =
+            vocab.iter().map(|(token, &id)| (token.as_str(), id)).collect();
         // The merged token's spelling, rebuilt in one buffer rather than allocated per merge.
         let mut joined = String::new();
         for (rank, merge) in merges.enumerate() {
@@ -419,8 +377,7 @@ impl MergeTable {
             joined.push_str(left);
             joined.push_str(right);
             let merged = id_of(&joined)?;
-            let rank =
-                u32::try_from(rank).map_err(|_| Error::Tokenizer("too many merges".into()))?;
+            let rank = u32::try_from(rank).map_err(|_| Error::Tokenizer("too many merges".into()))?;
             rules.insert(pair, MergeRule { rank, merged });
         }
         Ok(Self { rules })
@@ -451,10 +408,7 @@ impl MergeTable {
             if let Some(after) = right.next {
                 symbols[after].previous = Some(position);
             }
-            let neighbours = [
-                (left.previous, Some(position)),
-                (Some(position), right.next),
-            ];
+            let neighbours = [(left.previous, Some(position)), (Some(position), right.next)];
             for (first, second) in neighbours {
                 if let (Some(first), Some(second)) = (first, second) {
                     if let Some(rule) = self.rules.get(&(symbols[first].id, symbols[second].id)) {
@@ -463,12 +417,7 @@ impl MergeTable {
                 }
             }
         }
-        ids.extend(
-            symbols
-                .iter()
-                .filter(|symbol| !symbol.merged_into_previous)
-                .map(|symbol| symbol.id),
-        );
+        ids.extend(symbols.iter().filter(|symbol| !symbol.merged_into_previous).map(|symbol| symbol.id));
     }
 }
 
@@ -478,11 +427,8 @@ mod tests {
 
     /// A toy vocabulary over the letters of "aaab" with merges `a a` then `aa a` then `a b`.
     fn toy_table() -> (HashMap<String, u32>, MergeTable) {
-        let vocab: HashMap<String, u32> = ["a", "b", "aa", "aaa", "ab"]
-            .iter()
-            .enumerate()
-            .map(|(id, t)| (t.to_string(), id as u32))
-            .collect();
+        let vocab: HashMap<String, u32> =
+            ["a", "b", "aa", "aaa", "ab"].iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
         let merges = [("a", "a"), ("aa", "a"), ("a", "b")].map(Ok);
         let table = MergeTable::new(&vocab, merges).unwrap();
         (vocab, table)
@@ -514,9 +460,7 @@ mod tests {
     #[test]
     fn unknown_merge_parts_are_named() {
         let (vocab, _) = toy_table();
-        let message = MergeTable::new(&vocab, [Ok(("b", "b"))])
-            .unwrap_err()
-            .to_string();
+        let message = MergeTable::new(&vocab, [Ok(("b", "b"))]).unwrap_err().to_string();
         assert!(message.contains("`bb`"), "{message}");
     }
 }

@@ -54,11 +54,7 @@ pub(super) fn char_to_byte(c: char) -> Option<u8> {
 /// the byte alphabet (typically an added token such as `<|im start|>` containing a real space) is
 /// taken to be literal text and contributes its own UTF-8 bytes.
 pub(super) fn token_bytes(token: &str) -> Vec<u8> {
-    token
-        .chars()
-        .map(char_to_byte)
-        .collect::<Option<Vec<u8>>>()
-        .unwrap_or_else(|| token.as_bytes().to_vec())
+    token.chars().map(char_to_byte).collect::<Option<Vec<u8>>>().unwrap_or_else(|| token.as_bytes().to_vec())
 }
 
 #[cfg(test)]
@@ -80,11 +76,7 @@ mod tests {
         for byte in 0..=255u8 {
             assert_eq!(char_to_byte(BYTE_TO_CHAR[byte as usize]), Some(byte));
         }
-        assert_eq!(
-            char_to_byte(' '),
-            None,
-            "a real space is not in the byte alphabet"
-        );
+        assert_eq!(char_to_byte(' '), None, "a real space is not in the byte alphabet");
     }
 
     #[test]

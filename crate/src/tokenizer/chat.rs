@@ -37,17 +37,13 @@ impl ChatMl {
         let is_chatml = template.contains(IM_START)
             && template.contains(IM_END)
             && template.contains("add_generation_prompt")
-            && ["<|im_start|>assistant\n", "<|im_start|>assistant\\n"]
-                .iter()
-                .any(|prompt| template.contains(prompt));
+            && ["<|im_start|>assistant\n", "<|im_start|>assistant\\n"].iter().any(|prompt| template.contains(prompt));
         if !is_chatml {
             return Err(Error::Tokenizer(
                 "the chat template is not ChatML (<|im_start|>role … <|im_end|>); gptlens cannot render it".into(),
             ));
         }
-        Ok(Self {
-            default_system: default_system_prompt(template),
-        })
+        Ok(Self { default_system: default_system_prompt(template) })
     }
 
     /// The system prompt added when the conversation brings none.
@@ -99,9 +95,7 @@ fn default_system_prompt(template: &str) -> Option<String> {
             continue;
         };
         let text = &body[..end];
-        let literal = !["{{", "}}", "{%", "%}", "'", "\""]
-            .iter()
-            .any(|syntax| text.contains(syntax));
+        let literal = !["{{", "}}", "{%", "%}", "'", "\""].iter().any(|syntax| text.contains(syntax));
         if literal {
             return Some(text.replace("\\n", "\n"));
         }
@@ -119,19 +113,13 @@ mod tests {
     #[test]
     fn smollm2_template_adds_its_system_prompt() {
         let chat = ChatMl::from_template(SMOLLM2).unwrap();
-        assert_eq!(
-            chat.default_system(),
-            Some("You are a helpful AI assistant named SmolLM, trained by Hugging Face")
-        );
+        assert_eq!(chat.default_system(), Some("You are a helpful AI assistant named SmolLM, trained by Hugging Face"));
         assert_eq!(
             chat.prompt("Hi"),
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
              <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
         );
-        assert_eq!(
-            chat.prompt_with_system(None, "Hi"),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
-        );
+        assert_eq!(chat.prompt_with_system(None, "Hi"), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     }
 
     #[test]
@@ -141,10 +129,7 @@ mod tests {
         assert_eq!(chat.default_system(), Some("You are Qwen."));
 
         let no_default = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-        assert_eq!(
-            ChatMl::from_template(no_default).unwrap().default_system(),
-            None
-        );
+        assert_eq!(ChatMl::from_template(no_default).unwrap().default_system(), None);
     }
 
     #[test]

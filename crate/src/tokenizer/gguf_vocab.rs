@@ -94,24 +94,18 @@ impl<'a> GgufVocab<'a> {
             model: file.get_str("tokenizer.ggml.model")?,
             pre: optional_str("tokenizer.ggml.pre")?,
             tokens: file.get_str_array("tokenizer.ggml.tokens")?,
-            token_types: optional(
-                file,
-                "tokenizer.ggml.token_type",
-                "an array of i32",
-                |value| match value.as_array()? {
+            token_types: optional(file, "tokenizer.ggml.token_type", "an array of i32", |value| {
+                match value.as_array()? {
                     Array::I32(types) => Some(types.as_slice()),
                     _ => None,
-                },
-            )?,
-            merges: optional(
-                file,
-                "tokenizer.ggml.merges",
-                "an array of strings",
-                |value| match value.as_array()? {
+                }
+            })?,
+            merges: optional(file, "tokenizer.ggml.merges", "an array of strings", |value| {
+                match value.as_array()? {
                     Array::Str(merges) => Some(merges.as_slice()),
                     _ => None,
-                },
-            )?,
+                }
+            })?,
             bos: optional_id("tokenizer.ggml.bos_token_id")?,
             eos: optional_id("tokenizer.ggml.eos_token_id")?,
             unk: optional_id("tokenizer.ggml.unknown_token_id")?,
@@ -132,11 +126,7 @@ fn optional<'f, 'd, T>(
     let Some(value) = file.metadata(key) else {
         return Ok(None);
     };
-    cast(value).map(Some).ok_or_else(|| Error::MetadataType {
-        key: key.to_string(),
-        expected,
-        got: value.describe(),
-    })
+    cast(value).map(Some).ok_or_else(|| Error::MetadataType { key: key.to_string(), expected, got: value.describe() })
 }
 
 pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
@@ -150,11 +140,9 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
         Some("smollm") => true,
         // llama.cpp's converter writes `gpt-2` for GPT-2's own vocabulary.
         Some("gpt2" | "gpt-2") => false,
-        Some(other) => {
-            return Err(Error::Tokenizer(format!(
-                "tokenizer.ggml.pre is `{other}`, a pre-tokenizer gptlens does not implement (it has `smollm` and `gpt2`)"
-            )))
-        }
+        Some(other) => return Err(Error::Tokenizer(format!(
+            "tokenizer.ggml.pre is `{other}`, a pre-tokenizer gptlens does not implement (it has `smollm` and `gpt2`)"
+        ))),
         None => {
             return Err(Error::Tokenizer(
                 "the GGUF has no tokenizer.ggml.pre, so which pre-tokenizer goes with the vocabulary is unknown \
@@ -168,10 +156,7 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
         return Err(Error::Tokenizer("tokenizer.ggml.tokens is empty".into()));
     }
     let n_tokens = u32::try_from(tokens.len()).map_err(|_| {
-        Error::Tokenizer(format!(
-            "tokenizer.ggml.tokens has {} tokens, too many for 32-bit ids",
-            tokens.len()
-        ))
+        Error::Tokenizer(format!("tokenizer.ggml.tokens has {} tokens, too many for 32-bit ids", tokens.len()))
     })?;
     let token_types = check_token_types(vocab.token_types, tokens)?;
     let special = SpecialTokens {
@@ -191,20 +176,16 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
 
     let merges = vocab.merges.ok_or_else(|| {
         Error::Tokenizer(
-            "tokenizer.ggml.merges is missing; gptlens cannot rebuild the merges of a byte-level BPE vocabulary"
-                .into(),
+            "tokenizer.ggml.merges is missing; gptlens cannot rebuild the merges of a byte-level BPE vocabulary".into(),
         )
     })?;
-    let merges = merges
-        .iter()
-        .enumerate()
-        .map(|(rank, merge)| match merge.split_once(' ') {
-            Some((left, right)) if !right.contains(' ') => Ok((left, right)),
-            _ => Err(Error::Tokenizer(format!(
-                "tokenizer.ggml.merges #{}, `{merge}`, is not two tokens separated by one space",
-                rank + 1
-            ))),
-        });
+    let merges = merges.iter().enumerate().map(|(rank, merge)| match merge.split_once(' ') {
+        Some((left, right)) if !right.contains(' ') => Ok((left, right)),
+        _ => Err(Error::Tokenizer(format!(
+            "tokenizer.ggml.merges #{}, `{merge}`, is not two tokens separated by one space",
+            rank + 1
+        ))),
+    });
 
     let added_tokens = added_tokens(tokens, token_types, &ids, special);
     let config = BpeConfig {
@@ -223,9 +204,7 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
         other => other,
     })?;
     // A template that is not ChatML does not stop the tokenizer; only `chatml` needs one.
-    let chat = vocab
-        .chat_template
-        .and_then(|template| ChatMl::from_template(template).ok());
+    let chat = vocab.chat_template.and_then(|template| ChatMl::from_template(template).ok());
     bpe.set_gguf_extras(special, prepend, append, chat);
     Ok(bpe)
 }
@@ -241,11 +220,8 @@ fn check_token_types<'t>(types: Option<&'t [i32]>, tokens: &[&str]) -> Result<&'
             tokens.len()
         )));
     }
-    if let Some((id, (&kind, token))) = types
-        .iter()
-        .zip(tokens)
-        .enumerate()
-        .find(|(_, (&kind, _))| !(0..=TOKEN_TYPE_MAX).contains(&kind))
+    if let Some((id, (&kind, token))) =
+        types.iter().zip(tokens).enumerate().find(|(_, (&kind, _))| !(0..=TOKEN_TYPE_MAX).contains(&kind))
     {
         return Err(Error::Tokenizer(format!(
             "token {id} (`{token}`) has type {kind}; tokenizer.ggml.token_type values run from 0 to {TOKEN_TYPE_MAX}"
@@ -256,9 +232,9 @@ fn check_token_types<'t>(types: Option<&'t [i32]>, tokens: &[&str]) -> Result<&'
 
 fn check_id(id: Option<u32>, key: &str, n_tokens: u32) -> Result<Option<u32>> {
     match id {
-        Some(id) if id >= n_tokens => Err(Error::Tokenizer(format!(
-            "tokenizer.ggml.{key} is {id}, but there are only {n_tokens} tokens"
-        ))),
+        Some(id) if id >= n_tokens => {
+            Err(Error::Tokenizer(format!("tokenizer.ggml.{key} is {id}, but there are only {n_tokens} tokens")))
+        }
         _ => Ok(id),
     }
 }
@@ -267,9 +243,9 @@ fn framing(add: bool, id: Option<u32>, flag: &str, key: &str) -> Result<Option<u
     match (add, id) {
         (false, _) => Ok(None),
         (true, Some(id)) => Ok(Some(id)),
-        (true, None) => Err(Error::Tokenizer(format!(
-            "tokenizer.ggml.{flag} is true but there is no tokenizer.ggml.{key}"
-        ))),
+        (true, None) => {
+            Err(Error::Tokenizer(format!("tokenizer.ggml.{flag} is true but there is no tokenizer.ggml.{key}")))
+        }
     }
 }
 
@@ -284,10 +260,7 @@ fn byte_level_spelling(token: &str) -> String {
     if in_byte_alphabet(token) {
         token.to_string()
     } else {
-        token
-            .bytes()
-            .map(|byte| BYTE_TO_CHAR[byte as usize])
-            .collect()
+        token.bytes().map(|byte| BYTE_TO_CHAR[byte as usize]).collect()
     }
 }
 
@@ -300,18 +273,9 @@ fn added_tokens(
     vocab: &HashMap<String, u32>,
     special: SpecialTokens,
 ) -> Vec<AddedToken> {
-    let added = |content: &str| AddedToken {
-        content: content.to_string(),
-        normalized: false,
-        ..AddedToken::default()
-    };
-    let of_type = |wanted: i32| {
-        tokens
-            .iter()
-            .zip(types)
-            .filter(move |(_, &kind)| kind == wanted)
-            .map(|(&token, _)| token)
-    };
+    let added = |content: &str| AddedToken { content: content.to_string(), normalized: false, ..AddedToken::default() };
+    let of_type =
+        |wanted: i32| tokens.iter().zip(types).filter(move |(_, &kind)| kind == wanted).map(|(&token, _)| token);
     // A CONTROL token written outside the byte alphabet is a llama.cpp mislabel, which
     // transformers skips rather than add a token beyond the model's vocabulary.
     let control = of_type(TOKEN_TYPE_CONTROL).filter(|token| in_byte_alphabet(token));
@@ -321,13 +285,7 @@ fn added_tokens(
         .flatten()
         .filter_map(|id| tokens.get(id as usize).copied());
     let end_of_text = Some(END_OF_TEXT).filter(|token| vocab.contains_key(*token));
-    end_of_text
-        .into_iter()
-        .chain(control)
-        .chain(user_defined)
-        .chain(named)
-        .map(added)
-        .collect()
+    end_of_text.into_iter().chain(control).chain(user_defined).chain(named).map(added).collect()
 }
 
 #[cfg(test)]
@@ -340,10 +298,6 @@ mod tests {
         assert_eq!(byte_level_spelling("<|im_start|>"), "<|im_start|>");
         assert_eq!(byte_level_spelling("a b"), "aĠb");
         assert_eq!(byte_level_spelling("€"), "âĤ¬");
-        assert_eq!(
-            byte_level_spelling("é"),
-            "é",
-            "é is the byte alphabet's spelling of 0xE9"
-        );
+        assert_eq!(byte_level_spelling("é"), "é", "é is the byte alphabet's spelling of 0xE9");
     }
 }

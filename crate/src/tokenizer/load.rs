@@ -85,8 +85,8 @@ fn default_true() -> bool {
 }
 
 pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
-    let file: TokenizerJson = serde_json::from_slice(bytes)
-        .map_err(|e| Error::Tokenizer(format!("tokenizer.json is not valid: {e}")))?;
+    let file: TokenizerJson =
+        serde_json::from_slice(bytes).map_err(|e| Error::Tokenizer(format!("tokenizer.json is not valid: {e}")))?;
 
     if let Some(normalizer) = stages(file.normalizer.as_ref(), "normalizers")?.first() {
         return Err(Error::Tokenizer(format!(
@@ -97,9 +97,8 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
     let byte_level = single_byte_level_pre_tokenizer(file.pre_tokenizer.as_ref())?;
     // A ByteLevel post-processor only adjusts offsets; anything else (TemplateProcessing, ...)
     // would add ids around the text.
-    if let Some(other) = stages(file.post_processor.as_ref(), "processors")?
-        .into_iter()
-        .find(|stage| type_name(stage) != "ByteLevel")
+    if let Some(other) =
+        stages(file.post_processor.as_ref(), "processors")?.into_iter().find(|stage| type_name(stage) != "ByteLevel")
     {
         return Err(Error::Tokenizer(format!(
             "the post-processor `{}` is not supported (it adds tokens around the text)",
@@ -110,11 +109,7 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
     // the ByteLevel decoder does, and the only pre-tokenizer accepted above is ByteLevel.
 
     let model = bpe_model(file.model)?;
-    let merges = model
-        .merges
-        .into_iter()
-        .filter_map(merge_pair)
-        .collect::<Result<Vec<_>>>()?;
+    let merges = model.merges.into_iter().filter_map(merge_pair).collect::<Result<Vec<_>>>()?;
     let added_tokens = file
         .added_tokens
         .into_iter()
@@ -140,13 +135,10 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
 }
 
 pub(super) fn from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<BpeTokenizer> {
-    let vocab: HashMap<String, u32> = serde_json::from_slice(vocab_json).map_err(|e| {
-        Error::Tokenizer(format!(
-            "vocab.json is not a JSON object mapping tokens to ids: {e}"
-        ))
-    })?;
-    let merges_txt = std::str::from_utf8(merges_txt)
-        .map_err(|e| Error::Tokenizer(format!("merges.txt is not UTF-8: {e}")))?;
+    let vocab: HashMap<String, u32> = serde_json::from_slice(vocab_json)
+        .map_err(|e| Error::Tokenizer(format!("vocab.json is not a JSON object mapping tokens to ids: {e}")))?;
+    let merges_txt =
+        std::str::from_utf8(merges_txt).map_err(|e| Error::Tokenizer(format!("merges.txt is not UTF-8: {e}")))?;
     // Blank lines are skipped (HF would reject them); they carry no merge either way.
     let merges = merges_txt
         .lines()
@@ -155,10 +147,7 @@ pub(super) fn from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<
         .filter_map(merge_pair)
         .collect::<Result<Vec<_>>>()?;
     let added_tokens = if vocab.contains_key(END_OF_TEXT) {
-        vec![AddedToken {
-            content: END_OF_TEXT.into(),
-            ..AddedToken::default()
-        }]
+        vec![AddedToken { content: END_OF_TEXT.into(), ..AddedToken::default() }]
     } else {
         Vec::new()
     };
@@ -184,9 +173,7 @@ fn stages<'v>(step: Option<&'v Value>, list_key: &str) -> Result<Vec<&'v Value>>
         return Ok(vec![step]);
     }
     let Some(list) = step.get(list_key).and_then(Value::as_array) else {
-        return Err(Error::Tokenizer(format!(
-            "a `Sequence` step has no `{list_key}` list"
-        )));
+        return Err(Error::Tokenizer(format!("a `Sequence` step has no `{list_key}` list")));
     };
     let mut flattened = Vec::new();
     for stage in list {
@@ -196,10 +183,7 @@ fn stages<'v>(step: Option<&'v Value>, list_key: &str) -> Result<Vec<&'v Value>>
 }
 
 fn type_name(stage: &Value) -> &str {
-    stage
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("(no type)")
+    stage.get("type").and_then(Value::as_str).unwrap_or("(no type)")
 }
 
 fn single_byte_level_pre_tokenizer(pre_tokenizer: Option<&Value>) -> Result<ByteLevelJson> {
@@ -214,8 +198,7 @@ fn single_byte_level_pre_tokenizer(pre_tokenizer: Option<&Value>) -> Result<Byte
         [byte_level] => ByteLevelJson::deserialize(*byte_level)
             .map_err(|e| Error::Tokenizer(format!("bad ByteLevel pre-tokenizer: {e}"))),
         [] => Err(Error::Tokenizer(
-            "tokenizer.json has no pre-tokenizer; gptlens needs GPT-2's ByteLevel pre-tokenizer"
-                .into(),
+            "tokenizer.json has no pre-tokenizer; gptlens needs GPT-2's ByteLevel pre-tokenizer".into(),
         )),
         _ => Err(Error::Tokenizer(format!(
             "the pre-tokenizer applies ByteLevel {} times; gptlens supports it once",
@@ -234,18 +217,12 @@ fn bpe_model(model: Value) -> Result<BpeModelJson> {
             )))
         }
     }
-    let model = BpeModelJson::deserialize(model)
-        .map_err(|e| Error::Tokenizer(format!("bad BPE model: {e}")))?;
+    let model = BpeModelJson::deserialize(model).map_err(|e| Error::Tokenizer(format!("bad BPE model: {e}")))?;
     if let Some(dropout) = model.dropout.filter(|&dropout| dropout != 0.0) {
-        return Err(Error::Tokenizer(format!(
-            "BPE dropout {dropout} makes encoding random; gptlens needs it off"
-        )));
+        return Err(Error::Tokenizer(format!("BPE dropout {dropout} makes encoding random; gptlens needs it off")));
     }
     let affixes = [
-        (
-            "continuing_subword_prefix",
-            &model.continuing_subword_prefix,
-        ),
+        ("continuing_subword_prefix", &model.continuing_subword_prefix),
         ("end_of_word_suffix", &model.end_of_word_suffix),
     ];
     for (name, affix) in affixes {
@@ -270,9 +247,7 @@ fn merge_pair(merge: MergeJson) -> Option<Result<(String, String)>> {
         MergeJson::Line(line) if line.starts_with("#version") => None,
         MergeJson::Line(line) => Some(match line.split(' ').collect::<Vec<_>>().as_slice() {
             [left, right] => Ok((left.to_string(), right.to_string())),
-            _ => Err(Error::Tokenizer(format!(
-                "the merge `{line}` is not two tokens separated by one space"
-            ))),
+            _ => Err(Error::Tokenizer(format!("the merge `{line}` is not two tokens separated by one space"))),
         }),
     }
 }

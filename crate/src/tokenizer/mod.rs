@@ -162,9 +162,7 @@ impl Tokenizer {
     pub fn token_string(&self, id: u32) -> Result<String> {
         match self.bytes_of(id)? {
             Some(bytes) => Ok(display_label(bytes)),
-            None => Err(Error::Tokenizer(format!(
-                "token id {id} is not assigned to any token"
-            ))),
+            None => Err(Error::Tokenizer(format!("token id {id} is not assigned to any token"))),
         }
     }
 
@@ -186,10 +184,7 @@ impl Tokenizer {
             Tokenizer::Bpe(bpe) => bpe.token_bytes(id),
             Tokenizer::Bytes => match BYTE_VALUES.get(id as usize..=id as usize) {
                 Some(byte) => Ok(Some(byte)),
-                None => Err(Error::TokenOutOfRange {
-                    id,
-                    vocab: BYTE_VOCAB_SIZE,
-                }),
+                None => Err(Error::TokenOutOfRange { id, vocab: BYTE_VOCAB_SIZE }),
             },
         }
     }
@@ -225,10 +220,6 @@ mod tests {
         assert_eq!(display_label("👋".as_bytes()), "👋");
         assert_eq!(display_label(&"👋".as_bytes()[..2]), "\\xF0\\x9F");
         assert_eq!(display_label(b"\n\n\t\r\x1b"), "\\n\\n\\t\\r\\u{1b}");
-        assert_eq!(
-            display_label(b"\\xF0"),
-            "\\\\xF0",
-            "a literal backslash cannot pose as an escape"
-        );
+        assert_eq!(display_label(b"\\xF0"), "\\\\xF0", "a literal backslash cannot pose as an escape");
     }
 }

@@ -24,8 +24,7 @@ use crate::error::{Error, Result};
 /// GPT-2's pattern without the look-ahead alternative (see the module docs), anchored: every
 /// character starts some alternative, so each piece begins where the last ended, and anchoring
 /// spares the regex engine a reverse search for the match start.
-const GPT2_PATTERN_WITHOUT_LOOKAHEAD: &str =
-    r"\A(?:'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+)";
+const GPT2_PATTERN_WITHOUT_LOOKAHEAD: &str = r"\A(?:'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+)";
 
 #[derive(Clone, Debug)]
 pub(super) struct Gpt2Splitter {
@@ -41,11 +40,7 @@ impl Gpt2Splitter {
 
     /// The pieces of `text`, in order; concatenated they give back `text`.
     pub(super) fn split<'s, 't>(&'s self, text: &'t str) -> Pieces<'s, 't> {
-        Pieces {
-            pattern: &self.pattern,
-            text,
-            position: 0,
-        }
+        Pieces { pattern: &self.pattern, text, position: 0 }
     }
 }
 
@@ -93,11 +88,7 @@ impl<'t> Iterator for DigitPieces<'t> {
         let start = self.position;
         let rest = self.text.get(start..)?;
         let first = rest.chars().next()?;
-        let len = if first.is_numeric() {
-            first.len_utf8()
-        } else {
-            rest.find(char::is_numeric).unwrap_or(rest.len())
-        };
+        let len = if first.is_numeric() { first.len_utf8() } else { rest.find(char::is_numeric).unwrap_or(rest.len()) };
         self.position = start + len;
         self.text.get(start..start + len)
     }
@@ -107,9 +98,7 @@ impl<'t> Iterator for DigitPieces<'t> {
 /// more text ends one character early. Returns the piece's length.
 fn end_after_lookahead(piece: &str, followed_by_text: bool) -> usize {
     match piece.char_indices().next_back() {
-        Some((last_start, _))
-            if last_start > 0 && followed_by_text && piece.chars().all(char::is_whitespace) =>
-        {
+        Some((last_start, _)) if last_start > 0 && followed_by_text && piece.chars().all(char::is_whitespace) => {
             last_start
         }
         _ => piece.len(),
@@ -161,20 +150,14 @@ mod tests {
     /// contractions are lowercase-only, as in GPT-2.
     #[test]
     fn contractions() {
-        assert_eq!(
-            pieces("I'm can't they'LL"),
-            ["I", "'m", " can", "'t", " they", "'", "LL"]
-        );
+        assert_eq!(pieces("I'm can't they'LL"), ["I", "'m", " can", "'t", " they", "'", "LL"]);
         assert_eq!(pieces("'sa"), ["'s", "a"]);
     }
 
     /// `"año 2024, 3.14!!"` → `"año"`, `" 2024"`, `","`, `" 3"`, `"."`, `"14"`, `"!!"`.
     #[test]
     fn letters_numbers_and_punctuation_split_apart() {
-        assert_eq!(
-            pieces("año 2024, 3.14!!"),
-            ["año", " 2024", ",", " 3", ".", "14", "!!"]
-        );
+        assert_eq!(pieces("año 2024, 3.14!!"), ["año", " 2024", ",", " 3", ".", "14", "!!"]);
     }
 
     /// `"hi 👋🏽 ok"` → `"hi"`, `" 👋🏽"`, `" ok"`: emoji count as "other" characters.

@@ -43,7 +43,11 @@ fn dispatch(gpu: &Gpu, kernel: Kernel, params: &[u32], buffers: &[Vec<u8>], grou
     let pipeline = pipelines.get(kernel).unwrap();
     let mut uniform = words(params);
     uniform.resize(256, 0);
-    let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents: &uniform, usage: wgpu::BufferUsages::UNIFORM });
+    let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: None,
+        contents: &uniform,
+        usage: wgpu::BufferUsages::UNIFORM,
+    });
     let storage: Vec<wgpu::Buffer> = buffers
         .iter()
         .map(|b| {
@@ -57,8 +61,17 @@ fn dispatch(gpu: &Gpu, kernel: Kernel, params: &[u32], buffers: &[Vec<u8>], grou
         })
         .collect();
     let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: params.as_entire_binding() }];
-    entries.extend(storage.iter().enumerate().map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() }));
-    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries });
+    entries.extend(
+        storage
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() }),
+    );
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.layout,
+        entries: &entries,
+    });
     let mut encoder = device.create_command_encoder(&Default::default());
     {
         let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -97,7 +110,9 @@ fn random(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
 /// CPU decodes them.
 fn random_row(format: GgmlType, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32>) {
     let mut noise = |n: usize| -> Vec<u8> { (0..n).map(|_| rng.next_u64() as u8).collect() };
-    let scale = |bytes: &mut [u8], at: usize, value: f32| bytes[at..at + 2].copy_from_slice(&f16::from_f32(value).to_le_bytes());
+    let scale = |bytes: &mut [u8], at: usize, value: f32| {
+        bytes[at..at + 2].copy_from_slice(&f16::from_f32(value).to_le_bytes())
+    };
     let mut values = vec![0.0; cols];
     match format {
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {
@@ -169,19 +184,41 @@ fn matmul_matches_the_cpu_for_every_format() {
                 let bias = random(&mut rng, rows, 0.5);
                 let (out_stride, out_offset) = (rows + 3, 2);
                 let start = random(&mut rng, n * out_stride, 1.0);
-                let params = [rows as u32, cols as u32, n as u32, format.row_words(cols) as u32, 0, cols as u32,
-                              out_offset as u32, out_stride as u32, 0, 1, accumulate as u32];
+                let params = [
+                    rows as u32,
+                    cols as u32,
+                    n as u32,
+                    format.row_words(cols) as u32,
+                    0,
+                    cols as u32,
+                    out_offset as u32,
+                    out_stride as u32,
+                    0,
+                    1,
+                    accumulate as u32,
+                ];
                 let groups = (rows.div_ceil(8) as u32, 1, n.div_ceil(8) as u32);
-                let result = dispatch(&gpu, Kernel::Matmul(format), &params, &[stored, bytes(&x), bytes(&bias), bytes(&start)], groups);
+                let result = dispatch(
+                    &gpu,
+                    Kernel::Matmul(format),
+                    &params,
+                    &[stored, bytes(&x), bytes(&bias), bytes(&start)],
+                    groups,
+                );
                 let got = &result[3];
                 for t in 0..n {
                     for r in 0..rows {
                         let dot: f64 = (0..cols).map(|k| f64::from(w[r * cols + k]) * f64::from(x[t * cols + k])).sum();
-                        let magnitude: f64 = (0..cols).map(|k| (f64::from(w[r * cols + k]) * f64::from(x[t * cols + k])).abs()).sum();
+                        let magnitude: f64 =
+                            (0..cols).map(|k| (f64::from(w[r * cols + k]) * f64::from(x[t * cols + k])).abs()).sum();
                         let o = t * out_stride + out_offset + r;
                         let want = dot + f64::from(bias[r]) + if accumulate { f64::from(start[o]) } else { 0.0 };
                         let err = (f64::from(got[o]) - want).abs();
-                        assert!(err <= 1e-5 * (magnitude + 1.0), "{format:?} {rows}×{cols}, n {n}: [{t},{r}] {} vs {want}", got[o]);
+                        assert!(
+                            err <= 1e-5 * (magnitude + 1.0),
+                            "{format:?} {rows}×{cols}, n {n}: [{t},{r}] {} vs {want}",
+                            got[o]
+                        );
                     }
                 }
                 // Columns outside the piece are left alone.
@@ -201,7 +238,13 @@ fn norms_match_the_cpu() {
         for layer_norm in [true, false] {
             let eps = 1e-5f32;
             let params = [d as u32, 0, layer_norm as u32, eps.to_bits(), 0, rows as u32];
-            let out = dispatch(&gpu, Kernel::Norm, &params, &[bytes(&x), bytes(&weight), bytes(&bias), vec![0; rows * d * 4], vec![0; 2 * rows * 4]], (rows as u32, 1, 1));
+            let out = dispatch(
+                &gpu,
+                Kernel::Norm,
+                &params,
+                &[bytes(&x), bytes(&weight), bytes(&bias), vec![0; rows * d * 4], vec![0; 2 * rows * 4]],
+                (rows as u32, 1, 1),
+            );
             let (mut want, mut mean, mut scale) = (vec![0.0; rows * d], vec![0.0; rows], vec![0.0; rows]);
             if layer_norm {
                 norm::layernorm(&mut want, &x, &weight, &bias, eps, &mut mean, &mut scale);
@@ -217,7 +260,13 @@ fn norms_match_the_cpu() {
             }
         }
         let params = [d as u32, 0, 0, 0, 0, 0];
-        let out = dispatch(&gpu, Kernel::ResidNorm, &params, &[bytes(&x), vec![], vec![], vec![], vec![0; rows * 4]], (rows as u32, 1, 1));
+        let out = dispatch(
+            &gpu,
+            Kernel::ResidNorm,
+            &params,
+            &[bytes(&x), vec![], vec![], vec![], vec![0; rows * 4]],
+            (rows as u32, 1, 1),
+        );
         let mut want = vec![0.0; rows];
         norm::row_norms(&x, d, &mut want);
         for r in 0..rows {
@@ -243,11 +292,23 @@ fn rope_and_kv_append_match_the_cpu() {
         let angles = [cos.clone(), sin.clone()].concat();
         let cache = vec![0u8; (pos0 + n) * kv_dim * 4];
         let params = [qkv_dim as u32, q_dim as u32, kv_dim as u32, hd as u32, pos0 as u32, code];
-        let out = dispatch(&gpu, Kernel::Rope, &params, &[bytes(&qkv), bytes(&angles), cache.clone(), cache], (n as u32, 1, 1));
+        let out = dispatch(
+            &gpu,
+            Kernel::Rope,
+            &params,
+            &[bytes(&qkv), bytes(&angles), cache.clone(), cache],
+            (n as u32, 1, 1),
+        );
         let mut want = qkv.clone();
         for i in 0..n {
             let row = &mut want[i * qkv_dim..(i + 1) * qkv_dim];
-            rope::rotate(&mut row[..q_dim + kv_dim], hd, pairing, &cos[i * half..(i + 1) * half], &sin[i * half..(i + 1) * half]);
+            rope::rotate(
+                &mut row[..q_dim + kv_dim],
+                hd,
+                pairing,
+                &cos[i * half..(i + 1) * half],
+                &sin[i * half..(i + 1) * half],
+            );
         }
         for i in 0..n * qkv_dim {
             assert!((out[0][i] - want[i]).abs() <= 1e-6, "{pairing:?} qkv {i}");
@@ -274,11 +335,24 @@ fn attention_matches_the_cpu() {
         let values = random(&mut rng, (pos0 + n) * kv_dim, 1.0);
         let pattern_len = n_head * (n * pos0 + n * (n + 1) / 2);
         for capture in [true, false] {
-            let params = [n_head as u32, (n_head / n_kv) as u32, hd as u32, qkv_dim as u32, q_dim as u32, kv_dim as u32,
-                          pos0 as u32, capture as u32, 0];
-            let out = dispatch(&gpu, Kernel::Attention, &params,
-                               &[bytes(&qkv), bytes(&keys), bytes(&values), vec![0; n * q_dim * 4], vec![0; pattern_len * 4]],
-                               (n_head as u32, n as u32, 1));
+            let params = [
+                n_head as u32,
+                (n_head / n_kv) as u32,
+                hd as u32,
+                qkv_dim as u32,
+                q_dim as u32,
+                kv_dim as u32,
+                pos0 as u32,
+                capture as u32,
+                0,
+            ];
+            let out = dispatch(
+                &gpu,
+                Kernel::Attention,
+                &params,
+                &[bytes(&qkv), bytes(&keys), bytes(&values), vec![0; n * q_dim * 4], vec![0; pattern_len * 4]],
+                (n_head as u32, n as u32, 1),
+            );
             let mut at = 0;
             for t in 0..n {
                 for h in 0..n_head {
@@ -291,7 +365,10 @@ fn attention_matches_the_cpu() {
                     }
                     for (j, p) in probs.iter().enumerate() {
                         let got = out[4][at + j];
-                        assert!(if capture { (got - p).abs() <= 1e-6 } else { got == 0.0 }, "pattern [{t},{h},{j}] capture {capture}");
+                        assert!(
+                            if capture { (got - p).abs() <= 1e-6 } else { got == 0.0 },
+                            "pattern [{t},{h},{j}] capture {capture}"
+                        );
                     }
                     at += pos0 + t + 1;
                 }
@@ -311,7 +388,13 @@ fn activations_match_the_cpu() {
     let mut want = up.clone();
     activation::gelu_new(&mut want);
     for i in 0..count {
-        assert!((out[0][i] - want[i]).abs() <= 2e-6 * want[i].abs().max(1.0), "gelu({}) = {} vs {}", up[i], out[0][i], want[i]);
+        assert!(
+            (out[0][i] - want[i]).abs() <= 2e-6 * want[i].abs().max(1.0),
+            "gelu({}) = {} vs {}",
+            up[i],
+            out[0][i],
+            want[i]
+        );
     }
     let out = dispatch(&gpu, Kernel::SiluMul, &[count as u32], &[bytes(&up), bytes(&gate)], groups);
     let mut want = up.clone();

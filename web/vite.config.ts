@@ -1,9 +1,10 @@
 // The page is served (dev and preview alike) cross-origin isolated, so the engine can run its
-// threaded build; the model catalog is mounted on both servers.
+// threaded build, with a Content-Security-Policy and the other serving headers on every response
+// (web/server/model-catalog.ts); the model catalog is mounted on both servers.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig, type Plugin } from 'vite';
-import { ISOLATION_HEADERS, modelCatalog } from './server/model-catalog.ts';
+import { modelCatalog, servingHeaders } from './server/model-catalog.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const port = Number(process.env.GPTLENS_PORT ?? 5173);
@@ -28,8 +29,8 @@ function missingThreadedBuild(): Plugin {
 }
 
 export default defineConfig({
-  server: { host: '127.0.0.1', port, strictPort: true, headers: ISOLATION_HEADERS },
-  preview: { host: '127.0.0.1', port, strictPort: true, headers: ISOLATION_HEADERS },
+  server: { host: '127.0.0.1', port, strictPort: true, headers: servingHeaders('dev') },
+  preview: { host: '127.0.0.1', port, strictPort: true, headers: servingHeaders('build') },
   // The engine's Worker imports its wasm build dynamically: only ES-module workers can split code.
   // Workers are bundled with their own plugins: the worker is what imports the threaded build.
   worker: { format: 'es', plugins: () => [missingThreadedBuild()] },

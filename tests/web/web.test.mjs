@@ -40,12 +40,37 @@ before(async () => {
 });
 after(() => Promise.all([browser?.close(), server?.close()]));
 
+/** Every Content-Security-Policy violation any page of these tests caused (checked by the last test). */
+const violations = [];
+
+/** Records the page's CSP violations: the `securitypolicyviolation` events, and the console's
+ * reports of them (workers' violations reach only the console). */
+function watchPolicy(page) {
+  void page.addInitScript(() => {
+    window.cspViolations = [];
+    document.addEventListener('securitypolicyviolation', (event) => {
+      window.cspViolations.push(`${event.effectiveDirective} blocked ${event.blockedURI || 'inline'}`);
+    });
+  });
+  page.on('console', (message) => {
+    if (/Content.Security.Policy/i.test(message.text())) violations.push(`${page.url()}: ${message.text()}`);
+  });
+}
+
+/** The page's own record of CSP violations, also added to `violations`. */
+async function pageViolations(page) {
+  const seen = await page.evaluate(() => window.cspViolations ?? []);
+  violations.push(...seen.map((text) => `${page.url()}: ${text}`));
+  return seen;
+}
+
 /** Opens the page on `model` with `prompt` already in the box; resolves once every view shows it. */
-async function openPage({ model = FIXTURE, prompt = '', theme = 'dark', size = SIZES.wide, backend } = {}) {
+async function openPage({ model = FIXTURE, prompt = '', theme = 'dark', size = SIZES.wide, backend, threads } = {}) {
   const page = await browser.newPage({ viewport: size });
+  watchPolicy(page);
   page.on('pageerror', (error) => console.error(`[page] ${error.message}`));
   page.on('console', (message) => message.type() === 'error' && console.error(`[page] ${message.text()}`));
-  const query = new URLSearchParams({ model, theme, prompt, ...(backend ? { backend } : {}) });
+  const query = new URLSearchParams({ model, theme, prompt, ...(backend ? { backend } : {}), ...(threads ? { threads } : {}) });
   await page.goto(`${server.url}/?${query}`);
   await page.locator('[data-field=model]').waitFor({ timeout: 180_000 });
   if (prompt) await page.locator('[data-testid=candidate]').first().waitFor();
@@ -172,6 +197,175 @@ test('a model loads from a URL and from dropped files; a URL that fails keeps th
   await page.close();
 });
 
+const EXPECTED_HEADERS = {
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-embedder-policy': 'require-corp',
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+};
+
+/** The serving headers of one response; `dev` allows the inline styles Vite's dev client injects. */
+function assertServingHeaders(response, what, { dev = false } = {}) {
+  const get = (name) => (typeof response.headers === 'function' ? response.headers()[name] : response.headers.get(name));
+  for (const [name, value] of Object.entries(EXPECTED_HEADERS)) assert.equal(get(name), value, `${what}: ${name}`);
+  const csp = get('content-security-policy');
+  assert.ok(csp, `${what}: a Content-Security-Policy`);
+  const directives = Object.fromEntries(csp.split(';').map((part) => part.trim().split(/\s+/)).map(([name, ...values]) => [name, values.join(' ')]));
+  assert.deepEqual(directives, {
+    'default-src': "'self'",
+    'script-src': "'self' 'wasm-unsafe-eval'",
+    'worker-src': "'self'",
+    'connect-src': "'self' https: http:",
+    'img-src': "'self' data:",
+    'style-src': dev ? "'self' 'unsafe-inline'" : "'self'",
+    'style-src-attr': "'unsafe-inline'",
+    'object-src': "'none'",
+    'base-uri': "'none'",
+    'frame-ancestors': "'none'",
+  }, `${what}: the policy`);
+}
+
+/**
+ * Vite's dev server on web/ (the catalog mounted), on a free port, as `vite` runs it: in a child
+ * process, since an in-process dev server leaves file watchers behind that keep this file's
+ * process alive after the last test.
+ */
+async function devServer() {
+  const { spawn } = await import('node:child_process');
+  const probe = (await import('node:net')).createServer().listen(0, '127.0.0.1');
+  await new Promise((done) => probe.once('listening', done));
+  const { port } = probe.address();
+  await new Promise((done) => probe.close(done));
+  const vite = spawn(process.execPath, [`${repo}/node_modules/vite/bin/vite.js`, '--port', String(port), '--strictPort', '--logLevel', 'silent'], {
+    cwd: `${repo}/web`,
+    env: { ...process.env, GPTLENS_PORT: String(port) },
+    stdio: 'ignore',
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let waited = 0; ; waited += 100) {
+    if (vite.exitCode !== null) throw new Error(`the dev server exited with ${vite.exitCode}`);
+    if (await fetch(`${url}/`).then((response) => response.arrayBuffer(), () => false)) break;
+    if (waited > 30_000) throw new Error('the dev server did not answer within 30 s');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const close = () => new Promise((done) => {
+    vite.once('exit', done);
+    vite.kill();
+  });
+  return { url, close };
+}
+
+test('every response of both servers carries the CSP, nosniff, no framing, no referrer, and COOP/COEP', async () => {
+  const index = await (await fetch(`${server.url}/`)).text();
+  const script = index.match(/src="(\/assets\/index-[^"]+\.js)"/)[1];
+  const main = await (await fetch(`${server.url}${script}`)).text();
+  const worker = main.match(/\/assets\/worker-[^"]+\.js/)[0];
+  const { readdir } = await import('node:fs/promises');
+  const wasm = (await readdir(`${repo}/web/dist/assets`)).find((name) => name.endsWith('.wasm'));
+  const preview = {
+    page: '/',
+    script,
+    'worker script': worker,
+    wasm: `/assets/${wasm}`,
+    catalog: '/models/index.json',
+    'model file': `/models/${FIXTURE}/config.json`,
+    'catalog 404': '/models/fixtures/nothing.gguf',
+    'page 404': '/assets/nothing.js',
+  };
+  for (const [what, path] of Object.entries(preview)) {
+    const response = await fetch(`${server.url}${path}`);
+    await response.arrayBuffer();
+    if (!what.endsWith('404')) assert.equal(response.status, 200, `${what} ${path}`);
+    assertServingHeaders(response, `preview ${what} ${path}`);
+  }
+  const dev = await devServer();
+  try {
+    for (const path of ['/', '/src/main.ts', '/src/engine.ts', '/models/index.json', `/models/${FIXTURE}/config.json`, '/models/fixtures/nothing.gguf']) {
+      const response = await fetch(`${dev.url}${path}`);
+      await response.arrayBuffer();
+      assertServingHeaders(response, `dev ${path}`, { dev: true });
+    }
+  } finally {
+    await dev.close();
+  }
+});
+
+test('a malformed %-escape in the address answers 400 with a plain message, on both servers', async () => {
+  const dev = await devServer();
+  try {
+    for (const base of [server.url, dev.url]) {
+      for (const path of ['/%E0%A4%A', '/assets/%E0%A4%A.js', '/models/%E0%A4%A', '/models/fixtures/%zz.gguf', '/%']) {
+        const response = await fetch(`${base}${path}`);
+        const body = await response.text();
+        assert.equal(response.status, 400, `${base}${path}`);
+        assert.match(response.headers.get('content-type'), /^text\/plain/);
+        assert.match(body, /malformed %-escape/);
+        assert.doesNotMatch(body, /\bat |\/work|node_modules|Error|\.ts|\.js/, `no stack or path in ${JSON.stringify(body)}`);
+        assert.equal(response.headers.get('x-content-type-options'), 'nosniff');
+      }
+    }
+  } finally {
+    await dev.close();
+  }
+});
+
+test('the page loads and runs a model under its CSP without a violation; the policy is enforced', async () => {
+  const page = await openPage({ prompt: PROMPT });
+  const response = await page.request.get(page.url());
+  assertServingHeaders(response, 'the page');
+  await page.getByTestId('candidate').first().waitFor();
+  assert.deepEqual(await pageViolations(page), [], 'no violation while loading and running');
+  // An inline script is refused, and the refusal is seen: the watch above is not blind. The
+  // console's report of this deliberate violation must not count against the last test.
+  page.removeAllListeners('console');
+  const ran = await page.evaluate(async () => {
+    const script = document.createElement('script');
+    script.textContent = 'window.inlineRan = true';
+    document.head.append(script);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    return Boolean(window.inlineRan);
+  });
+  assert.equal(ran, false, 'inline script blocked');
+  const seen = await page.evaluate(() => window.cspViolations.splice(0));
+  assert.deepEqual(seen, ['script-src-elem blocked inline']);
+  await page.close();
+});
+
+test('a URL that cannot be loaded says why: nothing answers, not found, not http(s), CORS', async () => {
+  const { createServer } = await import('node:http');
+  // A server elsewhere that answers but allows no other origin to read it.
+  const noCors = createServer((request, response) => response.writeHead(200, { 'Content-Type': 'application/octet-stream' }).end('GGUF'));
+  // A port that was free a moment ago: nothing listens there.
+  const closed = createServer();
+  await Promise.all([noCors, closed].map((s) => new Promise((done) => s.listen(0, '127.0.0.1', done))));
+  const closedPort = closed.address().port;
+  await new Promise((done) => closed.close(done));
+  const page = await openPage({ prompt: 'The' });
+  const url = page.getByTestId('model-url');
+  const cases = [
+    [`http://127.0.0.1:${closedPort}/model.gguf`, new RegExp(`could not fetch http://127\\.0\\.0\\.1:${closedPort}/model\\.gguf: nothing answers at http://127\\.0\\.0\\.1:${closedPort}\\b`)],
+    [`${server.url}/models/fixtures/no-such-model.gguf`, /no-such-model\.gguf answered 404 \(not found\)/],
+    [`http://127.0.0.1:${noCors.address().port}/model.gguf`, /the server at http:\/\/127\.0\.0\.1:\d+ does not allow this page to read it \(CORS\)/],
+    ['file:///etc/passwd', /only http\(s\) URLs can be loaded, not file:/],
+    ['data:application/octet-stream;base64,R0dVRg==', /only http\(s\) URLs can be loaded, not data:/],
+    ['javascript:alert(1)', /only http\(s\) URLs can be loaded, not javascript:/],
+  ];
+  for (const [address, message] of cases) {
+    await url.fill(address);
+    await url.press('Enter');
+    const error = page.getByTestId('model-error');
+    await error.filter({ hasText: message }).waitFor({ timeout: 10_000 }).catch(async () => {
+      assert.fail(`${address}: expected ${message}, got ${JSON.stringify(await error.innerText().catch(() => '(no error shown)'))}`);
+    });
+    assert.match(await error.innerText(), /Still showing gpt2-tiny-f32\./);
+    assert.doesNotMatch(await error.innerText(), address.includes(String(closedPort)) || address.startsWith(server.url) ? /CORS/ : /^$/);
+  }
+  assert.deepEqual(await pageViolations(page), [], 'no CSP violation from a refused URL');
+  await page.close();
+  noCors.close();
+});
+
 test('the page runs the engine on threads when it is cross-origin isolated', async (t) => {
   if (!existsSync(`${repo}/crate/js/wasm/mt/gptlens_bg.wasm`)) {
     t.skip('no threaded wasm build (scripts/setup.sh found no nightly toolchain)');
@@ -184,6 +378,18 @@ test('the page runs the engine on threads when it is cross-origin isolated', asy
   const threads = await field(page, 'threads');
   if (cores < 2) assert.match(threads, /^1\n.*hardwareConcurrency is 1/);
   else assert.match(threads, new RegExp(`^${cores}\\nmulti-thread: ${cores} threads \\(page is crossOriginIsolated\\)`));
+  await page.close();
+});
+
+test('?threads=1000 starts no more threads than the machine has, and says so', async (t) => {
+  if (!existsSync(`${repo}/crate/js/wasm/mt/gptlens_bg.wasm`)) {
+    t.skip('no threaded wasm build (scripts/setup.sh found no nightly toolchain)');
+    return;
+  }
+  const page = await openPage({ backend: 'cpu', threads: '1000', prompt: 'The' });
+  const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+  const threads = await field(page, 'threads');
+  assert.match(threads, new RegExp(`^${cores}\\n.*; 1000 asked, this machine offers ${cores}`));
   await page.close();
 });
 
@@ -379,7 +585,8 @@ test('without ?backend the page stays on the CPU on a software adapter and says 
 
 /** axe-core's serious and critical violations on the page as it is (rule, impact, where). */
 async function axeViolations(page, view) {
-  if (!(await page.evaluate(() => 'axe' in window))) await page.addScriptTag({ content: axeSource });
+  // Evaluated, not added as an inline <script>: the page's CSP refuses inline scripts.
+  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(axeSource);
   const violations = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations);
   return violations
     .filter(({ impact }) => impact === 'serious' || impact === 'critical')
@@ -905,4 +1112,8 @@ test('“Wrap as chat” wraps once (SmolLM2-135M)', async (t) => {
   await page.waitForTimeout(300);
   assert.equal(await page.getByTestId('prompt').inputValue(), wrapped, 'a second wrap changes nothing');
   await page.close();
+});
+
+test('no page of these tests broke the Content-Security-Policy', () => {
+  assert.deepEqual(violations, []);
 });

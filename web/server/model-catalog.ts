@@ -14,6 +14,61 @@ export const ISOLATION_HEADERS = {
   'Cross-Origin-Resource-Policy': 'same-origin',
 };
 
+/**
+ * The Content-Security-Policy: only what the page needs. Scripts and workers come from the page's
+ * origin ('wasm-unsafe-eval' compiles the engine's wasm; no eval, no inline script); "load from
+ * URL" fetches any http(s) address the reader types (a model on a local server is often plain
+ * http), nothing else (no data:, blob:, file:); images are the page's own plus the data: favicon.
+ * The dev server alone needs inline styles: Vite's client injects each CSS module as a <style>
+ * element (the build links one stylesheet), and 'self' covers its HMR WebSocket.
+ */
+export function contentSecurityPolicy(mode: 'build' | 'dev'): string {
+  return [
+    "default-src 'self'",
+    "script-src 'self' 'wasm-unsafe-eval'",
+    "worker-src 'self'",
+    "connect-src 'self' https: http:",
+    "img-src 'self' data:",
+    mode === 'dev' ? "style-src 'self' 'unsafe-inline'" : "style-src 'self'",
+    // The views position and colour elements with style attributes; <style> elements stay refused.
+    "style-src-attr 'unsafe-inline'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
+/** Every response of both servers: isolation, the CSP, no sniffing, no framing, no referrer. */
+export function servingHeaders(mode: 'build' | 'dev'): Record<string, string> {
+  return {
+    ...ISOLATION_HEADERS,
+    'Content-Security-Policy': contentSecurityPolicy(mode),
+    'X-Content-Type-Options': 'nosniff',
+    'X-Frame-Options': 'DENY',
+    'Referrer-Policy': 'no-referrer',
+  };
+}
+
+/**
+ * First on both servers: puts the serving headers on every response (Vite's own 404s and errors
+ * included) and answers an address whose %-escapes do not decode with a plain 400, before any
+ * other middleware can turn it into a 500 page with a stack trace.
+ */
+function guardMiddleware(mode: 'build' | 'dev'): Connect.NextHandleFunction {
+  const headers = servingHeaders(mode);
+  return (request, response, next) => {
+    for (const [name, value] of Object.entries(headers)) response.setHeader(name, value);
+    try {
+      decodeURIComponent(request.url ?? '/');
+    } catch {
+      response.writeHead(400, { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-cache' });
+      response.end('400 Bad Request: the address has a malformed %-escape\n');
+      return;
+    }
+    next();
+  };
+}
+
 interface Source {
   /** First path segment of the files' URLs. */
   prefix: string;
@@ -76,34 +131,64 @@ export function listModels(repo: string): Listing {
 }
 
 /** Answers /models/index.json and the listed models' files; every other URL goes on to Vite. */
-function catalogMiddleware(repo: string): Connect.NextHandleFunction {
+function catalogMiddleware(repo: string, mode: 'build' | 'dev'): Connect.NextHandleFunction {
+  const serving = servingHeaders(mode);
   return (request, response, next) => {
-    const path = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
-    if (!path.startsWith('/models/')) return next();
-    const { catalog, diskPaths } = listModels(repo);
     const send = (status: number, headers: Record<string, string | number>) =>
-      response.writeHead(status, { ...ISOLATION_HEADERS, 'Cache-Control': 'no-cache', ...headers });
-    if (path === '/models/index.json') {
-      const body = JSON.stringify(catalog);
-      send(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }).end(body);
+      response.writeHead(status, { ...serving, 'Cache-Control': 'no-cache', ...headers });
+    let path: string;
+    try {
+      path = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
+    } catch {
+      send(400, { 'Content-Type': 'text/plain; charset=utf-8' }).end('400 Bad Request: the address has a malformed %-escape\n');
       return;
     }
-    // Only files the catalog lists are served, so no URL can reach outside the model folders.
-    const file = diskPaths.get(path);
-    if (!file) {
-      send(404, { 'Content-Type': 'text/plain' }).end(`no model file ${path}`);
-      return;
+    if (!path.startsWith('/models/')) return next();
+    try {
+      serveCatalog(repo, path, request.method, send, response);
+    } catch (error) {
+      // Logged here, never sent: no stack or file path leaves the server.
+      console.error('model catalog:', error);
+      if (!response.headersSent) send(500, { 'Content-Type': 'text/plain; charset=utf-8' }).end('500: the model catalog failed\n');
+      else response.destroy();
     }
-    send(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': statSync(file).size });
-    if (request.method === 'HEAD') response.end();
-    else createReadStream(file).pipe(response);
   };
+}
+
+function serveCatalog(
+  repo: string,
+  path: string,
+  method: string | undefined,
+  send: (status: number, headers: Record<string, string | number>) => import('node:http').ServerResponse,
+  response: import('node:http').ServerResponse,
+): void {
+  const { catalog, diskPaths } = listModels(repo);
+  if (path === '/models/index.json') {
+    const body = JSON.stringify(catalog);
+    send(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }).end(body);
+    return;
+  }
+  // Only files the catalog lists are served, so no URL can reach outside the model folders.
+  const file = diskPaths.get(path);
+  if (!file) {
+    send(404, { 'Content-Type': 'text/plain' }).end(`no model file ${path}`);
+    return;
+  }
+  send(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': statSync(file).size });
+  if (method === 'HEAD') response.end();
+  else createReadStream(file).on('error', () => response.destroy()).pipe(response);
 }
 
 export function modelCatalog(repo: string): Plugin {
   return {
     name: 'gptlens-model-catalog',
-    configureServer: (server) => void server.middlewares.use(catalogMiddleware(repo)),
-    configurePreviewServer: (server) => void server.middlewares.use(catalogMiddleware(repo)),
+    configureServer: (server) => {
+      server.middlewares.use(guardMiddleware('dev'));
+      server.middlewares.use(catalogMiddleware(repo, 'dev'));
+    },
+    configurePreviewServer: (server) => {
+      server.middlewares.use(guardMiddleware('build'));
+      server.middlewares.use(catalogMiddleware(repo, 'build'));
+    },
   };
 }

@@ -26,14 +26,49 @@ export class SourceError extends Error {
 const TOKENIZER_FILES = ['tokenizer.json', 'vocab.json', 'merges.txt'];
 const EXPECTED = 'a .gguf file, or config.json with one .safetensors file (and tokenizer.json, or vocab.json + merges.txt)';
 
+/**
+ * Why a fetch of `url` failed without a response: the browser says only "Failed to fetch" whether
+ * nothing listens there or a server answered without allowing this page to read it (CORS). A
+ * `no-cors` request tells them apart: it succeeds (opaquely) when a server answers — except that
+ * this page is cross-origin isolated, so the answer is blocked unless it carries
+ * Cross-Origin-Resource-Policy, and then the browser files a COEP report naming the URL, which a
+ * ReportingObserver sees (Chromium). Neither sign: nothing answered.
+ */
+async function whyUnreachable(url: string): Promise<string> {
+  const { origin } = new URL(url);
+  const reports: string[] = [];
+  const Observer = (globalThis as { ReportingObserver?: typeof ReportingObserver }).ReportingObserver;
+  const observer = Observer && new Observer((batch) => reports.push(...batch.map(blockedUrl)), { types: ['coep'], buffered: true });
+  observer?.observe();
+  try {
+    await fetch(url, { mode: 'no-cors', cache: 'no-store' });
+    return `the server at ${origin} does not allow this page to read it (CORS)`;
+  } catch {
+    // Reports arrive asynchronously, shortly after the blocked response.
+    for (let waited = 0; waited < 2000 && !reports.includes(url); waited += 50) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      reports.push(...(observer?.takeRecords().map(blockedUrl) ?? []));
+    }
+    if (reports.includes(url)) return `the server at ${origin} does not allow this page to read it (CORS)`;
+    return Observer ? `nothing answers at ${origin}` : `nothing answers at ${origin}, or it does not allow this page to read it (CORS)`;
+  } finally {
+    observer?.disconnect();
+  }
+}
+
+/** The URL a COEP report names; Chromium's report body exposes its fields only through toJSON(). */
+const blockedUrl = (report: Report): string =>
+  String((report.body as { toJSON?: () => { blockedURL?: unknown } } | null)?.toJSON?.().blockedURL ?? '');
+
 function fetched(url: string, optional = false): FileSource['open'] {
   return async () => {
-    const response = await fetch(url).catch((error: unknown) => {
-      throw new SourceError(`could not fetch ${url} (${error instanceof Error ? error.message : error}; a server elsewhere must allow CORS)`);
+    const response = await fetch(url).catch(async () => {
+      throw new SourceError(`could not fetch ${url}: ${await whyUnreachable(url)}`);
     });
     if (!response.ok || !response.body) {
       if (optional && response.status === 404) return undefined;
-      throw new SourceError(`${url} answered ${response.status} ${response.statusText}`);
+      const why = response.status === 404 ? 'not found' : response.statusText;
+      throw new SourceError(`${url} answered ${response.status}${why ? ` (${why})` : ''}`);
     }
     const length = response.headers.get('Content-Length');
     return { body: response.body, bytes: length === null ? undefined : Number(length) };
@@ -107,7 +142,16 @@ export async function filesOfDirectory(directory: FileSystemDirectoryEntry): Pro
  * there) beside it; or a folder (URL ending in /) holding config.json + model.safetensors.
  */
 export function urlSource(address: string): ModelSource {
-  const url = new URL(address, location.href);
+  let url: URL;
+  try {
+    url = new URL(address, location.href);
+  } catch {
+    throw new SourceError(`${address} is not a URL`);
+  }
+  // Only the web: a file:, data:, blob: or javascript: address is refused before any request.
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new SourceError(`only http(s) URLs can be loaded, not ${url.protocol} (to open a file on this computer, use “Open files”)`);
+  }
   const file = url.pathname.split('/').pop() ?? '';
   if (file.endsWith('.gguf')) {
     return { name: decodeURIComponent(file), bytes: undefined, files: [{ name: decodeURIComponent(file), open: fetched(url.href) }] };

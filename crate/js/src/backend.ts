@@ -96,9 +96,13 @@ async function plan({ threads, backend = 'cpu' }: InitOptions): Promise<Plan> {
       'page is not crossOriginIsolated (serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)',
     );
   }
-  const count = threads ?? navigator.hardwareConcurrency ?? 1;
-  if (count < 2) return singleThread(`navigator.hardwareConcurrency is ${count}`);
-  return { build: 'mt', threads: count, reason: `multi-thread: ${count} threads (page is crossOriginIsolated)` };
+  // More threads than cores only add spinning workers that take cores from each other (and each
+  // costs a Worker and its stack): a count above the machine's is clamped, and the reason says so.
+  const available = navigator.hardwareConcurrency ?? 1;
+  const count = Math.min(threads ?? available, available);
+  const clamped = threads !== undefined && threads > available ? `; ${threads} asked, this machine offers ${available}` : '';
+  if (count < 2) return singleThread(`navigator.hardwareConcurrency is ${available}${clamped}`);
+  return { build: 'mt', threads: count, reason: `multi-thread: ${count} threads (page is crossOriginIsolated)${clamped}` };
 }
 
 async function start(build: Build): Promise<Glue> {

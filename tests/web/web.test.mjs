@@ -393,6 +393,27 @@ test('?threads=1000 starts no more threads than the machine has, and says so', a
   await page.close();
 });
 
+for (const threads of ['1', undefined]) {
+  test(`a crashed engine (${threads ? 'single-thread' : 'threaded'} build) is restarted, the model loaded again, the prompt re-run`, async () => {
+    const page = await openPage({ prompt: 'The cat', threads });
+    const messages = [];
+    page.on('console', (message) => messages.push(message.text()));
+    const engineWorker = page.workers().find((worker) => /\/assets\/worker-[^/]+\.js$/.test(worker.url()));
+    assert.ok(engineWorker, `the engine's Worker among ${page.workers().map((worker) => worker.url())}`);
+    // A real trap (a Rust panic → wasm `unreachable`) while the engine drives a Promise, as when a
+    // run traps: the request as the package's client would post it.
+    await engineWorker.evaluate(() => self.dispatchEvent(new MessageEvent('message', { data: { id: -1, op: 'abortForTesting', args: [true] } })));
+    await typePrompt(page, ' sat', [...engine.encode('The cat sat')]);
+    const notice = page.getByTestId('model-error');
+    await notice.filter({ hasText: 'The engine crashed (RuntimeError: unreachable) and was restarted; gpt2-tiny-f32 was loaded again.' }).waitFor();
+    assert.equal(await page.getByTestId('prompt').inputValue(), 'The cat sat');
+    await page.getByTestId('candidate').first().waitFor();
+    assert.equal(await page.getByTestId('prompt-error').isHidden(), true, 'no prompt error after the restart');
+    assert.deepEqual(messages.filter((text) => /recursive use/.test(text)), []);
+    await page.close();
+  });
+}
+
 test('step appends one token, generate streams several, the views follow', async () => {
   const page = await openPage({ prompt: 'The' });
   const before = (await chipIds(page)).length;
@@ -408,6 +429,29 @@ test('step appends one token, generate streams several, the views follow', async
   const first = (await candidates(page))[0];
   await page.getByTestId('candidate').first().click();
   await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] li:last-child .chip-id')?.textContent === id, String(first.id));
+  await page.close();
+});
+
+test('Generate → Stop → Generate at once: the second adds exactly the count asked, the stopped one nothing more', async () => {
+  const page = await openPage({ prompt: 'The' });
+  const chips = () => page.locator('[data-testid=tokens] .chip').count();
+  const before = await chips();
+  await page.getByLabel('Tokens to generate').fill('5');
+  const button = page.getByTestId('generate');
+  await button.click();
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length > n, before);
+  await button.click(); // Stop
+  await button.click(); // Generate again, while the stopped generation may still have a step in flight
+  await button.filter({ hasText: 'Generate' }).waitFor();
+  const total = await chips();
+  // A stopped generation that resumed would go on adding tokens after the second one finished.
+  await page.waitForTimeout(500);
+  assert.equal(await chips(), total, 'nothing is added after the generation ends');
+  assert.ok(total - before <= 10, `${total - before} tokens for two generations of at most 5`);
+  // Each generation is one undo unit: the second one took exactly 5 tokens.
+  await page.getByTestId('prompt').focus();
+  await page.keyboard.press('Control+z');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, total - 5);
   await page.close();
 });
 

@@ -15,6 +15,13 @@ export class PromptError extends Error {
   override name = 'PromptError';
 }
 
+/** The Worker's engine trapped (a bug, or out of memory): it must be restarted (see Loader.restart). */
+export function engineCrash(error: unknown): string | undefined {
+  if (!(error instanceof Error) || error.name !== 'EngineCrashedError') return undefined;
+  // The package names the trap in parentheses: "the engine crashed (RuntimeError: unreachable) …".
+  return /\(([^)]+)\)/.exec(error.message)?.[1] ?? error.message;
+}
+
 export interface Run {
   trace: WorkerTrace;
   analysis: Analysis;

@@ -3,7 +3,7 @@
 // cache); prompt edits are coalesced on top, so typing fast never queues stale forward passes:
 // at most one runs, and the newest prompt is the next.
 import { coalesceLatest, type WorkerTrace } from 'gptlens';
-import { PromptError, type Engine } from './engine.ts';
+import { engineCrash, PromptError, type Engine } from './engine.ts';
 import { RedrawClock } from './perf.ts';
 import type { Store } from './store.ts';
 
@@ -40,7 +40,31 @@ export class Live {
    * so a stopped loop never resumes because a newer generation set `generating` again. */
   private generation = 0;
 
+  /** Called once per crashed engine with the trap's name; main.ts restarts the engine. */
+  onCrash: (trap: string) => void = () => {};
+  private readonly crashedEngines = new WeakSet<Engine>();
+  /** The prompt that crashed the engine last (until a run succeeds): crashing on it again after a
+   * restart restarts the engine without running it a third time, so a prompt that always traps
+   * cannot restart the engine in a loop. */
+  private crashedPrompt: string | undefined;
+  private holdRerun = false;
+
   constructor(private readonly store: Store) {}
+
+  /** True (and the restart asked for, once per engine) when `error` is the engine's crash. */
+  private crashed(engine: Engine, error: unknown): boolean {
+    const trap = engineCrash(error);
+    if (trap === undefined) return false;
+    if (this.crashedEngines.has(engine)) return true;
+    this.crashedEngines.add(engine);
+    const { prompt } = this.store.state;
+    this.holdRerun = this.crashedPrompt === prompt;
+    this.crashedPrompt = prompt;
+    this.generation++;
+    this.store.set({ generating: false });
+    this.onCrash(trap);
+    return true;
+  }
 
   private get engine(): Engine | undefined {
     return this.store.state.model?.engine;
@@ -76,6 +100,11 @@ export class Live {
     this.clock.reset();
     this.tokens = new Uint32Array();
     this.trace = undefined;
+    if (this.holdRerun) {
+      this.holdRerun = false;
+      this.store.set({ promptError: 'This prompt crashed the engine twice, so after the restart it was not run again: edit it to try again.' });
+      return;
+    }
     void this.runPrompt(this.store.state.prompt, undefined);
   }
 
@@ -185,6 +214,7 @@ export class Live {
       await this.show(engine, tokens, keystroke, performance.now() - started);
     } catch (error) {
       if (engine !== this.engine) return; // the model changed meanwhile; its successor reruns the prompt
+      if (this.crashed(engine, error)) return;
       this.store.set({ promptError: error instanceof PromptError ? error.message : `The engine failed: ${message(error)}` });
     }
   }
@@ -199,6 +229,7 @@ export class Live {
       await this.show(engine, tokens, undefined, undefined);
       this.store.set({ prompt: await engine.detokenize(tokens) });
     } catch (error) {
+      if (this.crashed(engine, error)) return;
       this.store.set({ promptError: message(error), generating: false });
     }
   }
@@ -215,6 +246,7 @@ export class Live {
     void this.trace?.release();
     this.trace = trace;
     this.tokens = tokens;
+    this.crashedPrompt = undefined;
     const { query } = this.store.state;
     const drawStart = performance.now();
     this.store.set({
@@ -238,6 +270,7 @@ export class Live {
     try {
       this.store.set({ next: await engine.predict(trace, this.store.state.sampling) });
     } catch (error) {
+      if (this.crashed(engine, error)) return;
       this.store.set({ promptError: message(error) });
     }
   }

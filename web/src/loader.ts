@@ -28,17 +28,31 @@ export class Loader {
     return current ? this.load(current.source) : Promise.resolve();
   }
 
-  /** `source` may be a function that throws (a bad file set): that failure is reported like any other. */
-  async load(source: ModelSource | (() => ModelSource)): Promise<void> {
+  /**
+   * The engine crashed (`trap`): a new Worker with the current model read again from its source
+   * (a file the reader chose, or a URL, usually from the HTTP cache) rather than from a copy kept
+   * in the page, which would double the page's memory for the model; `loaded` re-runs the prompt.
+   */
+  restart(trap: string): Promise<void> {
+    const current = this.store.state.model;
+    return current ? this.load(current.source, `The engine crashed (${trap}) and was restarted`) : Promise.resolve();
+  }
+
+  /**
+   * `source` may be a function that throws (a bad file set): that failure is reported like any
+   * other. `restarting`: why the model is loaded again (said while loading and after).
+   */
+  async load(source: ModelSource | (() => ModelSource), restarting?: string): Promise<void> {
     const ticket = ++this.latest;
     const { backend } = this.store.state;
     let name = 'the model';
     try {
       const resolved = typeof source === 'function' ? source() : source;
       name = resolved.name;
-      this.store.set({ loadError: undefined, loading: { label: `Reading ${name}`, fraction: 0 } });
+      const reading = restarting ? `${restarting}: reading ${name} again` : `Reading ${name}`;
+      this.store.set({ loadError: undefined, loading: { label: reading, fraction: 0 } });
       const files = await readSource(resolved, (fraction) => {
-        if (ticket === this.latest) this.store.set({ loading: { label: `Reading ${name}`, fraction } });
+        if (ticket === this.latest) this.store.set({ loading: { label: reading, fraction } });
       });
       const bytes = Object.values(files).reduce((sum, file) => sum + file.byteLength, 0);
       this.store.set({ loading: { label: `Checking and loading ${name} (${formatBytes(bytes)})`, fraction: undefined } });
@@ -55,6 +69,7 @@ export class Loader {
       const named = resolved.id === undefined && typeof own === 'string' && own.trim() ? own.trim() : name;
       this.loaded({ engine, source: { ...resolved, name: named }, id: resolved.id, name: named, bytes, loadMs: performance.now() - started });
       previous?.engine.dispose();
+      if (restarting) this.store.set({ loadError: `${restarting}; ${named} was loaded again.` });
     } catch (error) {
       if (ticket !== this.latest) return;
       const reason = (error instanceof Error ? error.message : String(error)).replace(/\.$/, '');

@@ -74,6 +74,7 @@ const loader = new Loader(store, (model) => {
   store.set({ model, loading: undefined, analysis: undefined, next: undefined, head, query, redraw: NO_REDRAWS });
   live.modelChanged();
 }, threadsParameter());
+live.onCrash = (trap) => void loader.restart(trap);
 
 const themeToggle = panel('theme-toggle');
 themeToggle.addEventListener('click', () => store.set({ theme: store.state.theme === 'dark' ? 'light' : 'dark' }));

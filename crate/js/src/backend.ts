@@ -4,6 +4,7 @@
 // thread may not do; everywhere else the single-thread build runs. Only the single-thread build
 // has WebGPU: asked for it (or for `auto`, with a hardware adapter present), init loads that one.
 import type * as SingleThreadGlue from '../wasm/st/gptlens.js';
+import { intoEngine } from './crash.js';
 import { isHardware, probeWebGpu } from './gpu.js';
 import type { Backend, InitOptions } from './types.js';
 
@@ -144,4 +145,15 @@ async function load(options: InitOptions): Promise<Loaded> {
     }
   }
   return { glue: await start('st'), backend: { simd: true, threads: 1, reason: chosen.reason } };
+}
+
+/**
+ * Crashes the engine on purpose, as a bug would (a Rust panic: a wasm trap), for tests of crash
+ * handling; `inFuture`: inside a Promise the engine drives, like the async runs. Afterwards every
+ * call throws EngineCrashedError. @internal not for applications.
+ */
+export function abortForTesting(inFuture = false): Promise<void> {
+  return intoEngine(async () => {
+    await glue().abortForTesting(inFuture);
+  });
 }

@@ -2,6 +2,7 @@
 // Tensors arrive as transferred typed arrays. The worker holds each session and trace until it
 // is closed or released here; garbage collection of the handle does that too, later.
 import * as check from './check.js';
+import { EngineCrashedError } from './crash.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type { Backend, BackendChoice, BackendInfo, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
@@ -66,7 +67,8 @@ class Connection {
     if (response.ok) {
       pending.resolve(response.result);
     } else {
-      const error = new Error(response.error.message);
+      // The engine's crash keeps its class across the message, so callers can test for it.
+      const error = response.error.name === 'EngineCrashedError' ? new EngineCrashedError(response.error.message) : new Error(response.error.message);
       error.name = response.error.name;
       pending.reject(error);
     }
@@ -155,6 +157,11 @@ export class GptlensWorker {
   async session(): Promise<WorkerSession> {
     const vocab = this.vocabSize();
     return new WorkerSession(this.connection, await this.connection.call('openSession'), vocab);
+  }
+
+  /** Tests only: crashes the worker's engine on purpose (see `abortForTesting`). @internal */
+  abortForTesting(inFuture = false): Promise<void> {
+    return this.connection.call('abortForTesting', inFuture);
   }
 
   /** Stops the worker; pending calls reject. */

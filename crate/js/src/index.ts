@@ -7,7 +7,8 @@
 //     const trace = await model.runAsync(model.encode(text)); model.backendInfo().reason;
 //   From a page (engine in a module Worker, threads when the page is cross-origin isolated):
 //     const engine = await createWorkerClient(); await engine.load(files); const trace = await engine.run(ids);
-export { init, backend } from './backend.js';
+export { init, backend, abortForTesting } from './backend.js';
+export { EngineCrashedError } from './crash.js';
 export { Model, Session, Trace } from './model.js';
 export { createWorkerClient, GptlensWorker, WorkerSession, WorkerTrace, type WorkerClientOptions } from './client.js';
 export { coalesceLatest } from './coalesce.js';

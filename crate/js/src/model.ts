@@ -6,6 +6,7 @@
 // on the CPU too.
 import { glue, type Glue } from './backend.js';
 import * as check from './check.js';
+import { guarded, intoEngine } from './crash.js';
 import { selectBackend } from './gpu.js';
 import type { BackendChoice, BackendInfo, HookName, LoadOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
@@ -20,8 +21,11 @@ export class Model {
   /** Token ids are checked against this before they reach the engine. */
   private readonly vocab: number;
 
-  private constructor(private readonly raw: RawModel) {
-    this.vocab = (raw.info() as ModelInfo).vocabSize;
+  private readonly raw: RawModel;
+
+  private constructor(raw: RawModel) {
+    this.raw = guarded(raw);
+    this.vocab = (this.raw.info() as ModelInfo).vocabSize;
   }
 
   /**
@@ -33,7 +37,7 @@ export class Model {
   static load(files: ModelFiles): Model;
   static load(files: ModelFiles, options: LoadOptions): Promise<Model>;
   static load(files: ModelFiles, options?: LoadOptions): Model | Promise<Model> {
-    const model = new Model(glue().Model.load(files));
+    const model = new Model(intoEngine(() => glue().Model.load(files)));
     if (options === undefined) return model;
     return model.useBackend(options.backend ?? 'cpu').then(
       () => model,
@@ -113,11 +117,15 @@ export class Model {
 }
 
 export class Session {
+  private readonly raw: RawSession;
+
   /** @internal */
   constructor(
-    private readonly raw: RawSession,
+    raw: RawSession,
     private readonly vocab: number,
-  ) {}
+  ) {
+    this.raw = guarded(raw);
+  }
 
   /**
    * Runs `tokens`, reusing the longest prefix shared with this session's previous tokens. CPU
@@ -182,11 +190,15 @@ export class Session {
 }
 
 export class Trace {
+  private readonly raw: RawTrace;
+
   /** @internal */
   constructor(
-    private readonly raw: RawTrace,
+    raw: RawTrace,
     private readonly vocab: number,
-  ) {}
+  ) {
+    this.raw = guarded(raw);
+  }
 
   /** The captured hooks. */
   names(): HookName[] {

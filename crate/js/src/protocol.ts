@@ -37,6 +37,8 @@ export interface Operations {
   traceTopK: { args: [trace: TraceId, k: number, params: SamplingParams | undefined]; result: TokenProb[] };
   traceSafetensors: { args: [trace: TraceId]; result: Uint8Array };
   releaseTrace: { args: [trace: TraceId]; result: void };
+  /** Tests only: crashes the engine on purpose (see `abortForTesting`). */
+  abortForTesting: { args: [inFuture: boolean]; result: void };
 }
 
 export type Operation = keyof Operations;

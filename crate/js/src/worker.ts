@@ -2,13 +2,16 @@
 // whose waits would freeze a page's main thread; in the single-thread build, the WebGPU device).
 // Requests run one at a time, in arrival order, through the async methods that work on both
 // backends.
-import { init } from './backend.js';
+import { abortForTesting, init } from './backend.js';
+import { asEngineFailure, EngineCrashedError } from './crash.js';
 import { Model, Session, Trace } from './model.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 
 interface WorkerScope {
   postMessage(message: Response, transfer: Transferable[]): void;
   addEventListener(type: 'message', listener: (event: MessageEvent<Request>) => void): void;
+  addEventListener(type: 'error', listener: (event: ErrorEvent) => void): void;
+  addEventListener(type: 'unhandledrejection', listener: (event: PromiseRejectionEvent) => void): void;
 }
 const scope = globalThis as unknown as WorkerScope;
 
@@ -85,12 +88,30 @@ const handlers: Handlers = {
     traces.get(trace)?.free();
     traces.delete(trace);
   },
+  abortForTesting: (inFuture) => abortForTesting(inFuture),
 };
+
+/**
+ * Fails the request in flight. A trap while the engine drives a Promise (the async runs) escapes
+ * every `catch`: it reaches this worker's global error handlers, and without them the request
+ * would never be answered and every later one would queue behind it.
+ */
+let failInFlight: ((error: unknown) => void) | undefined;
+
+function onUncaught(error: unknown, event: Event): void {
+  const failure = asEngineFailure(error);
+  if (!(failure instanceof EngineCrashedError)) return;
+  event.preventDefault();
+  failInFlight?.(failure);
+}
+scope.addEventListener('error', (event) => onUncaught(event.error, event));
+scope.addEventListener('unhandledrejection', (event) => onUncaught(event.reason, event));
 
 async function handle({ id, op, args }: Request): Promise<void> {
   try {
     const run = handlers[op] as (...args: unknown[]) => unknown;
-    const result = await run(...args);
+    const crashed = new Promise<never>((_, reject) => (failInFlight = reject));
+    const result = await Promise.race([run(...args), crashed]);
     scope.postMessage({ id, op, ok: true, result } as Response, transferables(result));
   } catch (error) {
     const { name, message } = error instanceof Error ? error : new Error(String(error));

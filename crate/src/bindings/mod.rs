@@ -91,6 +91,25 @@ pub fn thread_count() -> usize {
     rayon::current_num_threads()
 }
 
+/// Aborts the engine on purpose, as a bug would: a Rust panic, which in wasm is an `unreachable`
+/// trap that leaves the instance unusable. Only tests call it, to show that a crashed engine is
+/// reported as such and that the page recovers. `in_future`: the panic happens in a microtask and
+/// the returned Promise never settles, as when an async run traps while wasm-bindgen-futures
+/// drives it (the trap then escapes every caller's `catch`).
+#[wasm_bindgen(js_name = abortForTesting)]
+pub fn abort_for_testing(in_future: bool) -> Result<js_sys::Promise, JsValue> {
+    const WHY: &str = "abortForTesting: the engine was aborted on purpose";
+    if !in_future {
+        panic!("{WHY}");
+    }
+    let abort = Closure::<dyn FnMut()>::once(|| panic!("{WHY}"));
+    let global = js_sys::global();
+    let queue: js_sys::Function = js_sys::Reflect::get(&global, &"queueMicrotask".into())?.dyn_into()?;
+    queue.call1(&global, abort.as_ref())?;
+    abort.forget();
+    Ok(js_sys::Promise::new(&mut |_, _| {}))
+}
+
 /// Runs when the module is instantiated: panics then reach the console with their message
 /// instead of an opaque `unreachable` trap.
 #[wasm_bindgen(start)]

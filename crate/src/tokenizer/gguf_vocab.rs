@@ -140,9 +140,11 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
         Some("smollm") => true,
         // llama.cpp's converter writes `gpt-2` for GPT-2's own vocabulary.
         Some("gpt2" | "gpt-2") => false,
-        Some(other) => return Err(Error::Tokenizer(format!(
+        Some(other) => {
+            return Err(Error::Tokenizer(format!(
             "tokenizer.ggml.pre is `{other}`, a pre-tokenizer gptlens does not implement (it has `smollm` and `gpt2`)"
-        ))),
+        )))
+        }
         None => {
             return Err(Error::Tokenizer(
                 "the GGUF has no tokenizer.ggml.pre, so which pre-tokenizer goes with the vocabulary is unknown \

@@ -75,6 +75,15 @@ pub enum Error {
     )]
     OverBudget { need: u64, budget: u64, breakdown: String, origin: String },
 
+    /// A run's capture would not fit in [`crate::formats::limits::CAPTURE_BUDGET`].
+    #[error(
+        "capturing {hooks} hooks for {tokens} tokens needs {} (attention patterns: {}), more than the capture budget of {}: capture fewer hooks, or none, for a prompt this long",
+        crate::formats::limits::human_bytes(*.need),
+        crate::formats::limits::human_bytes(*.patterns),
+        crate::formats::limits::human_bytes(*.budget)
+    )]
+    CaptureOverBudget { tokens: usize, hooks: usize, need: u64, patterns: u64, budget: u64 },
+
     #[error("cannot write {path}: {source}")]
     Write { path: String, source: std::io::Error },
 

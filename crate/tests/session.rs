@@ -159,3 +159,40 @@ fn chunked_prefill_agrees_with_token_by_token() {
     }
     assert_traces_agree("session", &session.run(&tokens, &spec).unwrap(), &whole, 1e-5);
 }
+
+/// A capture over the session's byte budget is refused before the run, naming the size, and costs
+/// nothing: the session keeps its tokens and answers a capture that fits. The same budget covers
+/// a step, whose capture grows by one position.
+#[test]
+fn a_capture_over_the_budget_is_refused_up_front_and_loses_nothing() {
+    let model = fixture_model();
+    let c = &model.config;
+    let all = CaptureSpec::all(c);
+    let tokens = prompt(12, 7);
+    // The bytes full capture of 12 tokens takes: the trace's tensors plus the session's own copy
+    // (patterns kept as a triangle, H·T(T+1)/2 per layer).
+    let floats: usize = all
+        .hooks()
+        .map(|hook| {
+            let full: usize = hook.shape(c, 12).iter().product();
+            let stored = if hook.to_string().ends_with("hook_pattern") { c.n_head * 12 * 13 / 2 } else { full };
+            full + stored
+        })
+        .sum();
+    let need = 4 * floats as u64;
+
+    let mut session = Session::new(Arc::clone(&model));
+    session.set_capture_budget(need);
+    session.run(&tokens[..11], &all).unwrap();
+    session.set_capture_budget(need - 1);
+    let error = session.run(&tokens, &all).unwrap_err();
+    assert!(matches!(error, gptlens::Error::CaptureOverBudget { tokens: 12, need: n, .. } if n == need), "{error}");
+    assert!(error.to_string().contains("more than the capture budget"), "{error}");
+    let error = session.step(tokens[11]).unwrap_err();
+    assert!(matches!(error, gptlens::Error::CaptureOverBudget { tokens: 12, .. }), "{error}");
+    assert_eq!(session.tokens(), &tokens[..11], "the refused run and step changed nothing");
+    // Without the patterns it fits, and gives what a fresh run gives.
+    let small = CaptureSpec::from_names(&["logits", "ln_final.hook_scale"], c).unwrap();
+    let trace = session.run(&tokens, &small).unwrap();
+    assert_traces_agree("under budget", &trace, &fresh_run(&model, &tokens, &small), 1e-5);
+}

@@ -90,7 +90,12 @@ export class Engine {
   /** A forward pass through the session: the prefix shared with the previous run is reused. */
   async run(tokens: Uint32Array): Promise<Run> {
     const started = performance.now();
-    const trace = await this.session.run(tokens, this.capture);
+    const trace = await this.session.run(tokens, this.capture).catch((error: unknown) => {
+      // Too long to capture what the views show (the engine's capture budget): said under the
+      // prompt while the views keep the last run, instead of the engine running out of memory.
+      if (error instanceof Error && error.message.includes('capture budget')) throw new PromptError(`This prompt is too long to show: ${error.message}.`);
+      throw error;
+    });
     const forwardMs = performance.now() - started;
     const analysis = analyse(trace, this.info, await this.labels(tokens));
     return { trace, analysis, forwardMs };

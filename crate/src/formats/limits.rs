@@ -15,6 +15,16 @@
 
 use crate::error::{Error, Result};
 
+/// Most bytes one run's capture may take (what the session keeps per position plus the trace it
+/// hands out). Full capture grows with the square of the prompt (SmolLM2, 30 layers × 9 heads:
+/// 1.6 KB × T²), so past this a run is refused up front instead of trapping part-way. wasm32:
+/// 3 GiB of the 4 GiB address space, leaving room for a small model, its KV cache and scratch
+/// (SmolLM2 with every hook: about 1,300 tokens). Native: the default memory budget.
+#[cfg(target_arch = "wasm32")]
+pub const CAPTURE_BUDGET: u64 = 3 << 30;
+#[cfg(not(target_arch = "wasm32"))]
+pub const CAPTURE_BUDGET: u64 = DEFAULT_NATIVE_BUDGET;
+
 /// Transformer blocks. Llama 3.1 405B has 126.
 pub const MAX_LAYERS: usize = 512;
 /// Query heads per block. Llama 3.1 405B has 128.

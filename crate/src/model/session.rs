@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::formats::limits::CAPTURE_BUDGET;
 #[cfg(feature = "gpu")]
 use crate::gpu::{GpuPass, GPU_CHUNK};
 use crate::kernels::pool::run_as_team;
@@ -25,6 +26,8 @@ pub struct Session {
     captures: Captures,
     /// `[V]`: logits after the last token of `tokens`.
     last_logits: Vec<f32>,
+    /// Most bytes a run's capture may take ([`CAPTURE_BUDGET`] unless set).
+    capture_budget: u64,
 }
 
 /// Where the forward pass runs, with the state it keeps between runs.
@@ -47,8 +50,15 @@ impl Session {
             tokens: Vec::new(),
             captures: Captures::default(),
             last_logits: vec![0.0; c.vocab_size],
+            capture_budget: CAPTURE_BUDGET,
             model,
         }
+    }
+
+    /// Sets the most bytes a run's capture may take; a run (or step) whose capture would need
+    /// more is refused with [`Error::CaptureOverBudget`] before anything changes.
+    pub fn set_capture_budget(&mut self, bytes: u64) {
+        self.capture_budget = bytes;
     }
 
     /// A session on `backend`: the CPU, or a model already on a GPU (its buffers are made here,
@@ -130,7 +140,7 @@ impl Session {
 
     /// Validates a run and drops what it will not reuse; returns how many cached tokens it keeps.
     fn begin_run(&mut self, tokens: &[u32], spec: &CaptureSpec) -> Result<usize> {
-        self.check_tokens(tokens, 0)?;
+        self.check_tokens(tokens, 0, spec)?;
         let mut keep = common_prefix(&self.tokens, tokens);
         if !spec.is_subset(&self.captures.spec) {
             // Hooks the cached prefix did not record: only a full recompute can fill them.
@@ -150,14 +160,14 @@ impl Session {
     /// Hooks being captured in this session keep being recorded.
     pub fn step(&mut self, token: u32) -> Result<&[f32]> {
         self.check_blocking()?;
-        self.check_tokens(&[token], self.tokens.len())?;
+        self.check_tokens(&[token], self.tokens.len(), &self.captures.spec)?;
         self.extend_blocking(&[token])?;
         Ok(&self.last_logits)
     }
 
     /// [`Session::step`] without blocking.
     pub async fn step_async(&mut self, token: u32) -> Result<&[f32]> {
-        self.check_tokens(&[token], self.tokens.len())?;
+        self.check_tokens(&[token], self.tokens.len(), &self.captures.spec)?;
         self.extend(&[token]).await?;
         Ok(&self.last_logits)
     }
@@ -214,7 +224,7 @@ impl Session {
     }
 
     /// Checks `tokens` as a continuation of the first `after` cached tokens.
-    fn check_tokens(&self, tokens: &[u32], after: usize) -> Result<()> {
+    fn check_tokens(&self, tokens: &[u32], after: usize, spec: &CaptureSpec) -> Result<()> {
         let c = &self.model.config;
         if tokens.is_empty() {
             return Err(Error::EmptyInput);
@@ -225,7 +235,7 @@ impl Session {
         if let Some(&id) = tokens.iter().find(|&&id| id as usize >= c.vocab_size) {
             return Err(Error::TokenOutOfRange { id, vocab: c.vocab_size });
         }
-        Ok(())
+        check_capture(spec, c, after + tokens.len(), self.capture_budget)
     }
 
     /// Forgets everything after the first `n` tokens.
@@ -322,6 +332,39 @@ impl Session {
             .collect();
         Trace { tokens: self.tokens.clone(), last_logits: self.last_logits.clone(), computed, tensors }
     }
+}
+
+/// Refuses a capture whose tensors for `t` tokens would exceed `budget` bytes: attention
+/// patterns grow with the square of the sequence, so a long prompt with every head captured would
+/// otherwise exhaust memory (in wasm: trap) part-way through the run. Counted: the session's
+/// per-position copy (a triangle for patterns) and the trace it hands out, in 64-bit arithmetic.
+fn check_capture(spec: &CaptureSpec, config: &Config, t: usize, budget: u64) -> Result<()> {
+    let t = t as u64;
+    let mut floats = 0u64;
+    let mut patterns = 0u64;
+    for hook in spec.hooks() {
+        let full = hook.shape(config, t as usize).iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64));
+        let stored = match hook {
+            Hook::AttnPattern(_) => (config.n_head as u64).checked_mul(t.saturating_mul(t + 1) / 2),
+            _ => full,
+        };
+        let both = full.zip(stored).and_then(|(a, b)| a.checked_add(b)).unwrap_or(u64::MAX);
+        floats = floats.saturating_add(both);
+        if matches!(hook, Hook::AttnPattern(_)) {
+            patterns = patterns.saturating_add(both);
+        }
+    }
+    let need = floats.saturating_mul(4);
+    if need <= budget {
+        return Ok(());
+    }
+    Err(Error::CaptureOverBudget {
+        tokens: t as usize,
+        hooks: spec.hooks().count(),
+        need,
+        patterns: patterns.saturating_mul(4),
+        budget,
+    })
 }
 
 /// Captured values of every cached position, per hook, in a per-position layout that grows

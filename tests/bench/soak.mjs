@@ -1,0 +1,134 @@
+// `npm run soak`: types into the built page for a long time, as a person who never stops would,
+// and reports whether it stays flat: memory every 1,000 keystrokes, main-thread long tasks, and
+// keystroke → redraw (the page's own `gptlens:keystroke→redraw` measures). A bench, not a test:
+// it asserts nothing and prints a Markdown report (also written to tests/output/soak.md).
+//
+//   SOAK_KEYS=10000 (keystrokes per model)  SOAK_RATE=20 (keys per second)
+//   SOAK_MODELS=fixtures/gpt2-tiny-f32,assets/SmolLM2-135M-Instruct.Q4_1.gguf
+//
+// Memory is what the operating system gives Chromium's renderer process, which hosts the page and
+// its Workers (the engine's wasm memory included): the resident set of every `--type=renderer`
+// process, read from /proc. The page's own JS heap comes from `performance.memory`.
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { launchChromium } from '../support/browser.mjs';
+import { servePage } from '../web/page-server.mjs';
+
+const repo = fileURLToPath(new URL('../..', import.meta.url));
+const KEYS = Number(process.env.SOAK_KEYS ?? 10_000);
+const RATE = Number(process.env.SOAK_RATE ?? 20);
+const MODELS = (process.env.SOAK_MODELS ?? 'fixtures/gpt2-tiny-f32,assets/SmolLM2-135M-Instruct.Q4_1.gguf').split(',');
+const PROMPT = 'When Mary and John went to the store, John gave a drink to';
+// Typed and taken back in turn, so the prompt stays near its starting length however long the run.
+const WORD = ' Mary';
+
+/** Resident memory (MiB) of Chromium's renderer processes: the page and all its Workers. */
+function rendererMiB() {
+  let kib = 0;
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const command = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      if (!command.includes('--type=renderer')) continue;
+      kib += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return kib / 1024;
+}
+
+const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+const ms = (value) => (value === undefined ? '–' : value.toFixed(1));
+
+async function soak(browser, url, model) {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  // Collected as they happen: long tasks, and every keystroke → redraw measure.
+  await page.addInitScript(() => {
+    window.soak = { longTasks: [], redraws: [] };
+    new PerformanceObserver((list) => window.soak.longTasks.push(...list.getEntries().map((entry) => entry.duration))).observe({ type: 'longtask' });
+    new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) if (entry.name === 'gptlens:keystroke→redraw') window.soak.redraws.push(entry.duration);
+    }).observe({ type: 'measure' });
+  });
+  await page.goto(`${url}/?${new URLSearchParams({ model, prompt: PROMPT })}`);
+  await page.getByTestId('candidate').first().waitFor({ timeout: 300_000 });
+  const box = page.getByTestId('prompt');
+  await box.click();
+  await box.press('End');
+  const samples = [];
+  const sample = async (keys) => {
+    const { heap, longTasks, redraws } = await page.evaluate(() => ({
+      heap: performance.memory ? performance.memory.usedJSHeapSize / 2 ** 20 : undefined,
+      longTasks: window.soak.longTasks.splice(0),
+      redraws: window.soak.redraws.splice(0),
+    }));
+    samples.push({ keys, renderer: rendererMiB(), heap, longTasks, redraws, at: performance.now() });
+  };
+  await sample(0);
+  const started = performance.now();
+  for (let key = 1; key <= KEYS; key++) {
+    // Keystroke k is due at k / RATE seconds: a page that falls behind makes typing late, not slower.
+    const due = started + (key * 1000) / RATE;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    const position = (key - 1) % (2 * WORD.length);
+    await (position < WORD.length ? page.keyboard.type(WORD[position]) : page.keyboard.press('Backspace'));
+    if (key % 1000 === 0) await sample(key);
+  }
+  const typingSeconds = (performance.now() - started) / 1000;
+  await page.waitForTimeout(2000); // the last keystrokes' redraws
+  await sample(KEYS);
+  await page.close();
+  return { model, typingSeconds, samples };
+}
+
+function report({ model, typingSeconds, samples }) {
+  const lines = [`### ${model}`, '', `${KEYS} keystrokes at ${RATE}/s: typed in ${typingSeconds.toFixed(0)} s (expected ${(KEYS / RATE).toFixed(0)} s).`, ''];
+  lines.push('| keystrokes | renderer RSS MiB | page JS heap MiB | long tasks | longest ms | redraws | median ms | p95 ms |', '|--:|--:|--:|--:|--:|--:|--:|--:|');
+  for (const { keys, renderer, heap, longTasks, redraws } of samples) {
+    const sorted = [...redraws].sort((a, b) => a - b);
+    lines.push(`| ${keys} | ${renderer.toFixed(0)} | ${heap === undefined ? '–' : heap.toFixed(1)} | ${longTasks.length} | ${ms(Math.max(0, ...longTasks))} | ${redraws.length} | ${ms(quantile(sorted, 0.5))} | ${ms(quantile(sorted, 0.95))} |`);
+  }
+  // Warm-up: the first 1,000 keystrokes; growth is measured from there to the end.
+  const warm = samples.find(({ keys }) => keys >= 1000) ?? samples[0];
+  const last = samples.at(-1);
+  const all = samples.flatMap(({ longTasks }) => longTasks);
+  const redraws = samples.flatMap(({ redraws }) => redraws).sort((a, b) => a - b);
+  lines.push(
+    '',
+    `Renderer memory after warm-up: ${warm.renderer.toFixed(0)} → ${last.renderer.toFixed(0)} MiB (${(((last.renderer - warm.renderer) / warm.renderer) * 100).toFixed(1)} %); ` +
+      `long tasks: ${all.length}, longest ${ms(Math.max(0, ...all))} ms; keystroke → redraw over the run: median ${ms(quantile(redraws, 0.5))} ms, p95 ${ms(quantile(redraws, 0.95))} ms.`,
+    '',
+  );
+  return lines.join('\n');
+}
+
+const server = await servePage({ limitSeconds: 24 * 3600 });
+const browser = await launchChromium();
+const sections = [
+  `# npm run soak — ${new Date().toISOString()}`,
+  '',
+  `Machine: ${cpus().length} cores, load ${loadavg().map((load) => load.toFixed(2)).join(' ')} at the start.`,
+  '',
+];
+try {
+  for (const model of MODELS) {
+    const file = model.startsWith('fixtures/') ? `${repo}/tests/${model}` : `${repo}/${model.replace(/^assets\//, 'assets/models/')}`;
+    if (!existsSync(file)) {
+      sections.push(`### ${model}`, '', `SKIPPED: ${file} is not there (scripts/fetch-smollm.sh fetches SmolLM2).`, '');
+      continue;
+    }
+    const result = await soak(browser, server.url, model);
+    sections.push(report(result));
+    console.log(sections.at(-1));
+  }
+} finally {
+  await browser.close();
+  await server.close();
+}
+sections.push(`Load at the end: ${loadavg().map((load) => load.toFixed(2)).join(' ')}.`);
+await mkdir(`${repo}/tests/output`, { recursive: true });
+await writeFile(`${repo}/tests/output/soak.md`, `${sections.join('\n')}\n`);
+console.log(`\nwritten to tests/output/soak.md`);

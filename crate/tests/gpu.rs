@@ -67,9 +67,28 @@ fn gpt2_gguf_matches_pytorch_on_gpu() {
     check_model("gpt2-tiny-gguf");
 }
 
+/// Gemma 3 has no GPU kernels yet: asking for the GPU says so, and `auto` keeps the CPU.
+#[test]
+fn gemma3_on_the_gpu_is_refused_with_the_reason() {
+    let ckpt = load("gemma3-tiny-gguf");
+    let Err(e) = pollster::block_on(select(BackendChoice::Gpu, &ckpt.model)) else {
+        panic!("Gemma 3 was placed on the GPU, which has no kernels for it")
+    };
+    assert!(e.to_string().contains("Gemma 3 does not run on the GPU backend yet"), "{e}");
+    let auto = pollster::block_on(select(BackendChoice::Auto, &ckpt.model)).unwrap();
+    assert_eq!(auto.backend.to_string(), "cpu", "{}", auto.reason);
+}
+
+/// Qwen2's q/k/v biases go through the matmul kernel's bias path.
+#[test]
+fn qwen2_matches_pytorch_on_gpu() {
+    check_model("qwen2-tiny");
+    check_model("qwen2-tiny-gguf");
+}
+
 #[test]
 fn greedy_generation_on_gpu_matches_transformers_generate() {
-    for model in ["gpt2-tiny-f32", "llama-tiny-q"] {
+    for model in ["gpt2-tiny-f32", "llama-tiny-q", "qwen2-tiny-gguf"] {
         let Some((_, mut session)) = gpu_session(model) else { return };
         let reference = reference(model);
         let expected = ids(&reference["greedy"]);
@@ -93,11 +112,14 @@ fn long_context_model() -> Arc<Model> {
         n_head: 4,
         n_kv_head: 2,
         d_model: 32,
+        head_dim: 8,
         d_ff: 40,
         vocab_size: 61,
         n_ctx: GPU_CHUNK + 100,
         norm_eps: 1e-5,
         rope: Some(Rope { theta: 10000.0, pairing: RopePairing::HalfSplit }),
+        query_pre_attn_scalar: None,
+        sliding_window: None,
         bos_token_id: None,
         eos_token_id: None,
         tied_head: false,

@@ -48,9 +48,40 @@ fn gpt2_gguf_matches_pytorch() {
     check_model("gpt2-tiny-gguf");
 }
 
+/// Qwen2 from safetensors and from GGUF (block 1's MLP in Q8_0): LLaMA plus q/k/v biases, RoPE
+/// base 1e6, rows in Hugging Face order in both files.
+#[test]
+fn qwen2_matches_pytorch() {
+    check_model("qwen2-tiny");
+    check_model("qwen2-tiny-gguf");
+}
+
+/// Gemma 3 from safetensors (norms as w, applied as 1 + w) and from GGUF (stored as 1 + w):
+/// embeddings × √d, q/k RMSNorm per head, post-attention and post-MLP norms, GeGLU, head size 16
+/// with a residual stream of 32, scores over √query_pre_attn_scalar, two local layers whose
+/// 4-key sliding window shows in the patterns (12 tokens) with RoPE base 1e4, one global layer
+/// with base 1e6, tied head.
+#[test]
+fn gemma3_matches_pytorch() {
+    check_model("gemma3-tiny");
+    check_model("gemma3-tiny-gguf");
+}
+
+const ALL_FIXTURES: [&str; 9] = [
+    "gpt2-tiny-f32",
+    "gpt2-tiny-f16",
+    "llama-tiny",
+    "llama-tiny-q",
+    "gpt2-tiny-gguf",
+    "qwen2-tiny",
+    "qwen2-tiny-gguf",
+    "gemma3-tiny",
+    "gemma3-tiny-gguf",
+];
+
 #[test]
 fn greedy_generation_matches_transformers_generate() {
-    for model in ["gpt2-tiny-f32", "gpt2-tiny-f16", "llama-tiny", "llama-tiny-q", "gpt2-tiny-gguf"] {
+    for model in ALL_FIXTURES {
         let ckpt = load(model);
         let reference = reference(model);
         let expected = ids(&reference["greedy"]);

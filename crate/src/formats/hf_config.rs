@@ -1,10 +1,10 @@
-//! `config.json` of a Hugging Face GPT-2 checkpoint → [`Config`].
+//! `config.json` of a Hugging Face checkpoint (GPT-2, LLaMA, Qwen2, Gemma 3) → [`Config`].
 
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::formats::limits::{MAX_HEADS, MAX_WIDTH};
-use crate::model::{Arch, Config, Rope, RopePairing};
+use crate::model::{Arch, Config, Rope, RopePairing, SlidingWindow};
 
 /// The fields gptlens reads from a GPT-2 config; names and defaults follow `transformers.GPT2Config`.
 #[derive(Deserialize)]
@@ -25,7 +25,8 @@ struct HfGpt2Config {
     reorder_and_upcast_attn: Option<bool>,
 }
 
-/// The fields gptlens reads from a LLaMA config (`transformers.LlamaConfig`).
+/// The fields gptlens reads from a LLaMA config (`transformers.LlamaConfig`), and from the configs
+/// of its descendants Qwen2 (`Qwen2Config`) and Gemma 3 (`Gemma3TextConfig`).
 #[derive(Deserialize)]
 struct HfLlamaConfig {
     hidden_size: usize,
@@ -39,7 +40,24 @@ struct HfLlamaConfig {
     rms_norm_eps: Option<f32>,
     rope_theta: Option<f32>,
     rope_scaling: Option<serde_json::Value>,
+    /// transformers ≥ 5 writes RoPE settings here: `{rope_theta, rope_type}`, or for Gemma 3 one
+    /// such record per layer type (`full_attention`, `sliding_attention`).
+    rope_parameters: Option<serde_json::Value>,
     hidden_act: Option<String>,
+    /// Gemma's name for `hidden_act`.
+    hidden_activation: Option<String>,
+    query_pre_attn_scalar: Option<f32>,
+    sliding_window: Option<usize>,
+    /// Gemma 3: `"sliding_attention"` or `"full_attention"` per layer (transformers ≥ 4.53).
+    layer_types: Option<Vec<String>>,
+    sliding_window_pattern: Option<usize>,
+    rope_local_base_freq: Option<f32>,
+    final_logit_softcapping: Option<f32>,
+    attn_logit_softcapping: Option<f32>,
+    /// Qwen2's optional sliding window (off in every released Qwen2).
+    use_sliding_window: Option<bool>,
+    /// Gemma 3 as an encoder (EmbeddingGemma).
+    use_bidirectional_attention: Option<bool>,
     attention_bias: Option<bool>,
     mlp_bias: Option<bool>,
     bos_token_id: Option<serde_json::Value>,
@@ -57,11 +75,18 @@ pub fn parse(bytes: &[u8]) -> Result<Config> {
     let model_type = serde_json::from_slice::<ModelType>(bytes).map_err(json)?.model_type;
     let config = match model_type.as_deref() {
         Some("gpt2") | None => gpt2(serde_json::from_slice(bytes).map_err(json)?)?,
-        Some("llama") => llama(serde_json::from_slice(bytes).map_err(json)?)?,
+        Some(name @ ("llama" | "qwen2" | "gemma3_text")) => {
+            let arch = match name {
+                "llama" => Arch::Llama,
+                "qwen2" => Arch::Qwen2,
+                _ => Arch::Gemma3,
+            };
+            llama_family(arch, serde_json::from_slice(bytes).map_err(json)?)?
+        }
         Some(other) => {
             return Err(Error::Config(format!(
-                "model_type is \"{other}\"; gptlens reads \"gpt2\" and \"llama\" checkpoints"
-            )))
+            "model_type is \"{other}\"; gptlens reads \"gpt2\", \"llama\", \"qwen2\" and \"gemma3_text\" checkpoints"
+        )))
         }
     };
     let gpt2 = config.arch == Arch::Gpt2;
@@ -74,6 +99,8 @@ pub fn parse(bytes: &[u8]) -> Result<Config> {
             ("n_kv_head", false) => "num_key_value_heads",
             ("d_model", true) => "n_embd",
             ("d_model", false) => "hidden_size",
+            ("head_dim", true) => "n_embd",
+            ("head_dim", false) => "head_dim",
             ("d_ff", true) => "n_inner",
             ("d_ff", false) => "intermediate_size",
             ("vocab_size", _) => "vocab_size",
@@ -109,49 +136,123 @@ fn gpt2(hf: HfGpt2Config) -> Result<Config> {
         n_head: hf.n_head,
         n_kv_head: hf.n_head,
         d_model: hf.n_embd,
+        head_dim: hf.n_embd.checked_div(hf.n_head).unwrap_or(0),
         d_ff: hf.n_inner.unwrap_or(hf.n_embd.saturating_mul(4)),
         vocab_size: hf.vocab_size,
         n_ctx: hf.n_positions,
         norm_eps: hf.layer_norm_epsilon.unwrap_or(1e-5),
         rope: None,
+        query_pre_attn_scalar: None,
+        sliding_window: None,
         bos_token_id: token_id(&hf.bos_token_id, hf.vocab_size),
         eos_token_id: token_id(&hf.eos_token_id, hf.vocab_size),
         tied_head: hf.tie_word_embeddings.unwrap_or(true),
     })
 }
 
-fn llama(hf: HfLlamaConfig) -> Result<Config> {
+fn llama_family(arch: Arch, hf: HfLlamaConfig) -> Result<Config> {
     let unsupported = |what: &str| Err(Error::Config(format!("{what} is not supported")));
-    if hf.hidden_act.as_deref().is_some_and(|a| a != "silu") {
-        return unsupported("a hidden_act other than \"silu\"");
+    let gemma = arch == Arch::Gemma3;
+    let (activation, expected) = match gemma {
+        true => (hf.hidden_activation.as_deref().or(hf.hidden_act.as_deref()), "gelu_pytorch_tanh"),
+        false => (hf.hidden_act.as_deref(), "silu"),
+    };
+    if activation.is_some_and(|a| a != expected) {
+        return unsupported(&format!(
+            "the activation {activation:?} (a {} model here uses \"{expected}\")",
+            arch.name()
+        ));
     }
     if hf.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
         return unsupported("rope_scaling");
     }
-    if hf.attention_bias == Some(true) || hf.mlp_bias == Some(true) {
+    // Qwen2's q/k/v biases are part of its architecture; any other bias is not.
+    if (arch != Arch::Qwen2 && hf.attention_bias == Some(true)) || hf.mlp_bias == Some(true) {
         return unsupported("attention_bias / mlp_bias");
+    }
+    if hf.final_logit_softcapping.is_some() || hf.attn_logit_softcapping.is_some() {
+        return unsupported("logit soft-capping");
+    }
+    if hf.use_sliding_window == Some(true) || hf.use_bidirectional_attention == Some(true) {
+        return unsupported("use_sliding_window / use_bidirectional_attention");
     }
     let n_head = hf.num_attention_heads;
     // Sizes over gptlens's caps are left to `Config::check_limits`, which names them as such.
     let capped = n_head <= MAX_HEADS && hf.hidden_size <= MAX_WIDTH;
-    if hf.head_dim.is_some_and(|hd| capped && hd.checked_mul(n_head) != Some(hf.hidden_size)) {
+    let head_dim = hf.head_dim.unwrap_or(hf.hidden_size.checked_div(n_head).unwrap_or(0));
+    if !gemma && capped && head_dim.checked_mul(n_head) != Some(hf.hidden_size) {
         return unsupported("a head_dim other than hidden_size / num_attention_heads");
     }
+    let (theta, local_theta) = rope_thetas(&hf)?;
+    let sliding_window = match (gemma, hf.sliding_window) {
+        (true, Some(size)) => Some(SlidingWindow { size, global_every: global_every(&hf)?, local_theta }),
+        _ => None,
+    };
     Ok(Config {
-        arch: Arch::Llama,
+        arch,
         n_layer: hf.num_hidden_layers,
         n_head,
         n_kv_head: hf.num_key_value_heads.unwrap_or(n_head),
         d_model: hf.hidden_size,
+        head_dim,
         d_ff: hf.intermediate_size,
         vocab_size: hf.vocab_size,
         n_ctx: hf.max_position_embeddings,
         norm_eps: hf.rms_norm_eps.unwrap_or(1e-6),
-        rope: Some(Rope { theta: hf.rope_theta.unwrap_or(10_000.0), pairing: RopePairing::HalfSplit }),
+        rope: Some(Rope { theta, pairing: RopePairing::HalfSplit }),
+        query_pre_attn_scalar: if gemma { hf.query_pre_attn_scalar } else { None },
+        sliding_window,
         bos_token_id: token_id(&hf.bos_token_id, hf.vocab_size),
         eos_token_id: token_id(&hf.eos_token_id, hf.vocab_size),
-        tied_head: hf.tie_word_embeddings.unwrap_or(false),
+        // Gemma ties its head by default; LLaMA and Qwen2 say so when they do.
+        tied_head: hf.tie_word_embeddings.unwrap_or(gemma),
     })
+}
+
+/// The RoPE bases of global and of local (sliding-window) layers, from `rope_theta` /
+/// `rope_local_base_freq` (transformers 4) or `rope_parameters` (transformers 5).
+fn rope_thetas(hf: &HfLlamaConfig) -> Result<(f32, f32)> {
+    let theta_of = |record: &serde_json::Value| -> Result<Option<f32>> {
+        if record.get("rope_type").and_then(|t| t.as_str()).is_some_and(|t| t != "default") {
+            return Err(Error::Config(format!("rope_parameters {record} (scaled RoPE) is not supported")));
+        }
+        Ok(record.get("rope_theta").and_then(|t| t.as_f64()).map(|t| t as f32))
+    };
+    let params = hf.rope_parameters.as_ref().filter(|p| !p.is_null());
+    let (mut global, mut local) = (hf.rope_theta, hf.rope_local_base_freq);
+    if let Some(p) = params {
+        match (p.get("full_attention"), p.get("sliding_attention")) {
+            (None, None) => global = theta_of(p)?.or(global),
+            (full, sliding) => {
+                if let Some(f) = full {
+                    global = theta_of(f)?.or(global);
+                }
+                if let Some(s) = sliding {
+                    local = theta_of(s)?.or(local);
+                }
+            }
+        }
+    }
+    Ok((global.unwrap_or(10_000.0), local.unwrap_or(10_000.0)))
+}
+
+/// Gemma 3's layers are five local then one global, repeated: read from `layer_types` when the
+/// config lists them (which must follow that period), else `sliding_window_pattern`.
+fn global_every(hf: &HfLlamaConfig) -> Result<usize> {
+    let Some(types) = &hf.layer_types else { return Ok(hf.sliding_window_pattern.unwrap_or(6)) };
+    let period = types.iter().position(|t| t == "full_attention").map_or(types.len().max(1), |i| i + 1);
+    let follows = types.iter().enumerate().all(|(l, t)| {
+        let global = (l + 1) % period == 0;
+        t == if global { "full_attention" } else { "sliding_attention" }
+    });
+    if !follows {
+        return Err(Error::Config(
+            "layer_types that are not a repeating run of local layers then one global \
+             layer are not supported"
+                .into(),
+        ));
+    }
+    Ok(period)
 }
 
 /// transformers allows a single id or a list; the first of a list is the one generation stops on.
@@ -211,6 +312,34 @@ mod tests {
         ] {
             let err = parse(json.as_bytes()).unwrap_err().to_string();
             assert!(err.contains(needle), "{json} → {err}");
+        }
+    }
+
+    const GEMMA3: &str = r#"{"model_type":"gemma3_text","hidden_size":640,"intermediate_size":2048,
+        "num_hidden_layers":7,"num_attention_heads":4,"num_key_value_heads":1,"head_dim":256,
+        "vocab_size":262144,"max_position_embeddings":32768,"query_pre_attn_scalar":256,
+        "sliding_window":512,"hidden_activation":"gelu_pytorch_tanh","layer_types":["sliding_attention",
+        "sliding_attention","sliding_attention","sliding_attention","sliding_attention","full_attention",
+        "sliding_attention"],"rope_parameters":{"full_attention":{"rope_theta":1000000.0,"rope_type":"default"},
+        "sliding_attention":{"rope_theta":10000.0,"rope_type":"default"}}}"#;
+
+    #[test]
+    fn reads_a_gemma3_config() {
+        let c = parse(GEMMA3.as_bytes()).unwrap();
+        assert_eq!((c.arch, c.head_dim, c.q_dim(), c.score_divisor()), (Arch::Gemma3, 256, 1024, 16.0));
+        let w = c.sliding_window.unwrap();
+        assert_eq!((w.size, w.global_every, w.local_theta, c.rope.unwrap().theta), (512, 6, 10000.0, 1e6));
+        assert!(c.tied_head && !c.is_global_layer(4) && c.is_global_layer(5) && !c.is_global_layer(6));
+        assert_eq!((c.first_key(0, 600), c.first_key(5, 600), c.first_key(0, 10)), (89, 0, 0));
+        assert_eq!((c.rope_for(0).unwrap().theta, c.rope_for(5).unwrap().theta), (10000.0, 1e6));
+        for (change, needle) in [
+            (("\"full_attention\",", "\"sliding_attention\","), "layer_types"),
+            (("\"sliding_window\":512,", "\"sliding_window\":512,\"final_logit_softcapping\":30.0,"), "soft-capping"),
+            (("\"rope_type\":\"default\"}}}", "\"rope_type\":\"linear\"}}}"), "scaled RoPE"),
+            (("gelu_pytorch_tanh", "silu"), "activation"),
+        ] {
+            let err = parse(GEMMA3.replace(change.0, change.1).as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(needle), "{change:?} → {err}");
         }
     }
 }

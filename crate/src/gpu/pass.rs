@@ -15,7 +15,7 @@ use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::weights::{GpuLinear, GpuMatrix, GpuNorm, GpuWeights};
 use crate::gpu::Gpu;
 use crate::kernels::rope;
-use crate::model::{Config, Model, RopePairing};
+use crate::model::{Arch, Config, Model, RopePairing};
 use crate::trace::{Hook, NormSite};
 
 /// Tokens per GPU pass: a prompt of up to this many new tokens is one command encoder.
@@ -35,6 +35,13 @@ impl GpuModel {
     /// Uploads the weights (quantized matrices in their block form) and compiles the kernels.
     pub fn new(gpu: Arc<Gpu>, model: Arc<Model>) -> Result<GpuModel> {
         let c = &model.config;
+        if c.arch == Arch::Gemma3 {
+            return Err(Error::Gpu(
+                "Gemma 3 does not run on the GPU backend yet (its per-head q/k norms, post-norms, GeGLU and \
+                 sliding windows have no GPU kernels); the CPU backend runs it"
+                    .into(),
+            ));
+        }
         if c.head_dim() > 256 {
             return Err(Error::Gpu(format!("head size {} is above the GPU attention kernel's 256", c.head_dim())));
         }

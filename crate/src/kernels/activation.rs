@@ -1,12 +1,22 @@
-//! MLP activations: GPT-2's GELU (`gelu_new`, the tanh approximation) and LLaMA's SwiGLU, written
-//! as transformers writes them.
+//! MLP activations: GPT-2's GELU (`gelu_new`, the tanh approximation), LLaMA's SwiGLU and Gemma's
+//! GeGLU (the same GELU as a gate), written as transformers writes them.
 
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 
+fn gelu(u: f32) -> f32 {
+    0.5 * u * (1.0 + libm::tanhf(SQRT_2_OVER_PI * (u + 0.044715 * u * u * u)))
+}
+
 pub fn gelu_new(x: &mut [f32]) {
     for v in x {
-        let u = *v;
-        *v = 0.5 * u * (1.0 + libm::tanhf(SQRT_2_OVER_PI * (u + 0.044715 * u * u * u)));
+        *v = gelu(*v);
+    }
+}
+
+/// GeGLU's gating: `up[i] = gelu(gate[i]) · up[i]`.
+pub fn gelu_mul(gate: &[f32], up: &mut [f32]) {
+    for (u, &g) in up.iter_mut().zip(gate) {
+        *u *= gelu(g);
     }
 }
 

@@ -1,30 +1,35 @@
 //! One query row of causal self-attention for one head.
 
+use std::ops::Range;
+
 use super::{add_scaled, dot, sum};
 
-/// Attends query `q` (`[hd]`) over keys and values `0..n_keys`, where key `j` is
-/// `keys[j·stride .. j·stride + hd]` (the KV cache holds all heads side by side; `keys` starts at
-/// this head's column). Leaves the softmax probabilities in `probs[..n_keys]` and their weighted
-/// sum of values in `out` (`[hd]`).
-pub fn attend(
-    q: &[f32],
-    keys: &[f32],
-    values: &[f32],
-    stride: usize,
-    n_keys: usize,
-    probs: &mut [f32],
-    out: &mut [f32],
-) {
+/// One head's keys and values in the KV cache: key `j` is `keys[j·stride .. j·stride + hd]` (the
+/// cache holds all heads side by side; `keys` and `values` start at this head's column).
+pub struct HeadCache<'a> {
+    pub keys: &'a [f32],
+    pub values: &'a [f32],
+    pub stride: usize,
+}
+
+/// Attends query `q` (`[hd]`) over the keys and values at positions `visible` (all earlier
+/// positions, or a sliding window of them). Scores are `q·k / divisor`. Leaves the softmax
+/// probabilities in `probs[..visible.end]` (zero before the window) and their weighted sum of
+/// values in `out` (`[hd]`).
+pub fn attend(q: &[f32], cache: &HeadCache, visible: Range<usize>, divisor: f32, probs: &mut [f32], out: &mut [f32]) {
+    let HeadCache { keys, values, stride } = *cache;
     let hd = q.len();
-    // transformers divides by sqrt(head_dim) rather than multiplying by its inverse; so do we.
-    let denom = (hd as f32).sqrt();
-    let probs = &mut probs[..n_keys];
-    for (j, p) in probs.iter_mut().enumerate() {
-        *p = dot(q, &keys[j * stride..j * stride + hd]) / denom;
+    let (hidden, probs) = probs[..visible.end].split_at_mut(visible.start);
+    hidden.fill(0.0);
+    // transformers divides GPT-2's scores by sqrt(head_dim) rather than multiplying by its
+    // inverse; so do we. (LLaMA's multiply by the inverse is the same bits for the power-of-4
+    // head sizes the fixtures use.)
+    for (j, p) in visible.clone().zip(probs.iter_mut()) {
+        *p = dot(q, &keys[j * stride..j * stride + hd]) / divisor;
     }
     softmax(probs);
     out.fill(0.0);
-    for (j, &p) in probs.iter().enumerate() {
+    for (j, &p) in visible.zip(probs.iter()) {
         add_scaled(out, p, &values[j * stride..j * stride + hd]);
     }
 }
@@ -53,10 +58,23 @@ mod tests {
     #[test]
     fn two_keys() {
         let (mut probs, mut out) = ([0.0; 2], [0.0; 2]);
-        attend(&[1., 0.], &[0., 0., 2., 0.], &[1., 0., 0., 1.], 2, 2, &mut probs, &mut out);
+        let cache = HeadCache { keys: &[0., 0., 2., 0.], values: &[1., 0., 0., 1.], stride: 2 };
+        attend(&[1., 0.], &cache, 0..2, 2f32.sqrt(), &mut probs, &mut out);
         let p1 = 1.0 / (1.0 + (-(2f32).sqrt()).exp());
         assert!((probs[1] - p1).abs() < 1e-6 && (probs[0] - (1.0 - p1)).abs() < 1e-6);
         assert!((out[0] - probs[0]).abs() < 1e-6 && (out[1] - probs[1]).abs() < 1e-6);
+    }
+
+    /// A window that starts at the second key: the first gets probability zero and no weight.
+    #[test]
+    fn a_window_hides_the_keys_before_it() {
+        let (mut probs, mut out) = ([9.0; 3], [0.0; 2]);
+        let cache = HeadCache { keys: &[5., 0., 0., 0., 2., 0.], values: &[1., 0., 0., 1., 0., 1.], stride: 2 };
+        attend(&[1., 0.], &cache, 1..3, 1.0, &mut probs, &mut out);
+        let p2 = 1.0 / (1.0 + (-2f32).exp());
+        assert_eq!(probs[0], 0.0);
+        assert!((probs[2] - p2).abs() < 1e-6 && (probs[1] - (1.0 - p2)).abs() < 1e-6);
+        assert!(out[0].abs() < 1e-7 && (out[1] - 1.0).abs() < 1e-6);
     }
 
     #[test]

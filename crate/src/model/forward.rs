@@ -1,15 +1,16 @@
-//! The forward pass over a chunk of tokens, read top to bottom. GPT-2 and LLaMA share it; the
-//! architecture picks the norm (LayerNorm / RMSNorm), the positions (learned / rotary) and the MLP
-//! (GELU / SwiGLU).
+//! The forward pass over a chunk of tokens, read top to bottom. GPT-2, LLaMA, Qwen2 and Gemma 3
+//! share it; the architecture picks the norm (LayerNorm / RMSNorm), the positions (learned /
+//! rotary), the MLP (GELU / SwiGLU / GeGLU), and Gemma's extra norms and sliding windows.
 //!
 //! Prompts run in chunks of at most [`CHUNK`] tokens so that activation buffers have a fixed size
 //! whatever the prompt length; the KV cache carries everything earlier chunks computed.
 
-use crate::kernels::activation::{gelu_new, silu_mul};
+use crate::kernels::activation::{gelu_mul, gelu_new, silu_mul};
+use crate::kernels::attention::{attend, HeadCache};
 use crate::kernels::matmul::{matmul, WeightRows};
-use crate::kernels::{attention::attend, norm, pool, rope};
+use crate::kernels::{norm, pool, rope};
 use crate::model::weights::{Linear, Matrix, Norm, Rows};
-use crate::model::{Arch, Config, Weights};
+use crate::model::{Config, Mlp, Weights};
 use crate::trace::{Hook, NormSite};
 
 /// Tokens per forward chunk.
@@ -25,10 +26,11 @@ pub(crate) fn session_bytes(c: &Config) -> Option<(u64, u64)> {
     let [n, d, ff, v, ctx, heads] = [CHUNK, c.d_model, c.d_ff, c.vocab_size, c.n_ctx, c.n_head].map(|x| x as u64);
     let (q, kv, layers) = (c.q_dim() as u64, c.kv_dim() as u64, c.n_layer as u64);
     let kv_cache = product(&[2, layers, ctx, kv, 4])?;
-    let gates = if c.arch == Arch::Llama { 2 } else { 1 };
+    let gates = if c.arch.mlp() == Mlp::Gelu { 1 } else { 2 };
     // Per token of a chunk: x, xn, proj, the packed matmul input (at most the widest input),
-    // q|k|v, heads and att_out, the MLP, RoPE's angles, three norm statistics.
-    let per_token = [3 * d, d.max(ff).max(q), q + 2 * kv, 2 * q, gates * ff, d, 3]
+    // q|k|v, heads and att_out, the MLP, RoPE's angles (two tables with sliding windows), three
+    // norm statistics, and one row of per-head norms.
+    let per_token = [3 * d, d.max(ff).max(q), q + 2 * kv, 2 * q, gates * ff, 2 * d, 3 + q + heads]
         .iter()
         .try_fold(0u64, |acc, &x| acc.checked_add(x))?;
     let floats = [product(&[n, per_token])?, product(&[heads, n, ctx])?, product(&[n, v])?, product(&[3, v])?]
@@ -80,16 +82,22 @@ impl KvCache {
 
 /// Activations of one chunk: preallocated, reused by every chunk. `C` is [`CHUNK`].
 pub(crate) struct Activations {
-    x: Vec<f32>,        // [C, d]         residual stream
-    xn: Vec<f32>,       // [C, d]         norm output (input of the next sublayer)
-    qkv: Vec<f32>,      // [C, q+2kv]     q | k | v of each token
-    heads: Vec<f32>,    // [H, C, hd]     attention output per head, before concatenation
-    att_out: Vec<f32>,  // [C, q]         heads concatenated
-    proj: Vec<f32>,     // [C, d]         output projection, about to join the residual
-    up: Vec<f32>,       // [C, d_ff]      MLP hidden layer
-    gate: Vec<f32>,     // [C, d_ff]      SwiGLU gate (LLaMA only; empty for GPT-2)
-    rope_cos: Vec<f32>, // [C, hd/2]     rotation of each position in the chunk
-    rope_sin: Vec<f32>, // [C, hd/2]
+    x: Vec<f32>,       // [C, d]         residual stream
+    xn: Vec<f32>,      // [C, d]         norm output (input of the next sublayer)
+    qkv: Vec<f32>,     // [C, q+2kv]     q | k | v of each token
+    heads: Vec<f32>,   // [H, C, hd]     attention output per head, before concatenation
+    att_out: Vec<f32>, // [C, q]         heads concatenated
+    proj: Vec<f32>,    // [C, d]         output projection, about to join the residual
+    up: Vec<f32>,      // [C, d_ff]      MLP hidden layer
+    gate: Vec<f32>,    // [C, d_ff]      SwiGLU / GeGLU gate (empty for GPT-2)
+    /// Rotation of each position in the chunk (`[C, hd/2]` cos and sin) with the model's RoPE
+    /// base, and with the local layers' base for a sliding-window model (else empty).
+    rope_global: RopeTable,
+    rope_local: RopeTable,
+    /// One token's q or k heads after Gemma's per-head RMSNorm (`[max(q, kv)]`), and the
+    /// heads' scales (`[H]`, not a hook).
+    head_normed: Vec<f32>,
+    head_scale: Vec<f32>,
     /// The input of a packed matmul as its kernels read it (see `kernels::packed`): grows once.
     packed_input: Vec<f32>,
     /// Row (h, t) holds the attention probabilities of query t over keys `0..=pos`: what
@@ -106,7 +114,9 @@ impl Activations {
     pub(crate) fn new(c: &Config) -> Self {
         let (d, n) = (c.d_model, CHUNK);
         let half = if c.rope.is_some() { c.head_dim() / 2 } else { 0 };
+        let local_half = if c.sliding_window.is_some() { half } else { 0 };
         let qkv = c.q_dim().saturating_add(c.kv_dim().saturating_mul(2));
+        let gemma = c.arch.gemma_norms();
         Self {
             x: zeros(&[n, d]),
             xn: zeros(&[n, d]),
@@ -115,9 +125,11 @@ impl Activations {
             att_out: zeros(&[n, c.q_dim()]),
             proj: zeros(&[n, d]),
             up: zeros(&[n, c.d_ff]),
-            gate: if c.arch == Arch::Llama { zeros(&[n, c.d_ff]) } else { Vec::new() },
-            rope_cos: zeros(&[n, half]),
-            rope_sin: zeros(&[n, half]),
+            gate: if c.arch.mlp() == Mlp::Gelu { Vec::new() } else { zeros(&[n, c.d_ff]) },
+            rope_global: RopeTable { cos: zeros(&[n, half]), sin: zeros(&[n, half]) },
+            rope_local: RopeTable { cos: zeros(&[n, local_half]), sin: zeros(&[n, local_half]) },
+            head_normed: if gemma { zeros(&[c.q_dim().max(c.kv_dim())]) } else { Vec::new() },
+            head_scale: if gemma { zeros(&[c.n_head]) } else { Vec::new() },
             packed_input: Vec::new(),
             att: Pattern { data: Vec::new(), n_ctx: c.n_ctx, width: 0 },
             norm_mean: zeros(&[n]),
@@ -125,6 +137,27 @@ impl Activations {
             resid_norm: zeros(&[n]),
             logits: zeros(&[c.vocab_size]),
         }
+    }
+}
+
+/// `cos` and `sin` of RoPE's angles for the positions of a chunk, `[C, hd/2]` each.
+struct RopeTable {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl RopeTable {
+    fn fill(&mut self, pos0: usize, n: usize, head_dim: usize, theta: f32) {
+        let half = head_dim / 2;
+        for i in 0..n {
+            let at = i * half..(i + 1) * half;
+            rope::angles(pos0 + i, head_dim, theta, &mut self.cos[at.clone()], &mut self.sin[at]);
+        }
+    }
+
+    /// Token `i`'s angles.
+    fn row(&self, i: usize, half: usize) -> (&[f32], &[f32]) {
+        (&self.cos[i * half..(i + 1) * half], &self.sin[i * half..(i + 1) * half])
     }
 }
 
@@ -193,10 +226,15 @@ pub(crate) fn forward_chunk(
     debug_assert!(n <= CHUNK && pos0 + n <= c.n_ctx);
     kv.reserve(pos0 + n, kv_dim);
 
-    // Embedding: the token's row, plus the position's row (GPT-2) — LLaMA rotates q and k instead.
+    // Embedding: the token's row (times √d for Gemma), plus the position's row (GPT-2) — the
+    // others rotate q and k instead.
+    let embedding_scale = c.arch.embedding_scale(d);
     for (i, &tok) in tokens.iter().enumerate() {
         let x = &mut acts.x[i * d..(i + 1) * d];
         w.row(&w.token_embd, tok as usize, x);
+        if let Some(scale) = embedding_scale {
+            x.iter_mut().for_each(|v| *v *= scale);
+        }
         if let Some(wpe) = &w.position_embd {
             let pos = &mut acts.proj[..d];
             w.row(wpe, pos0 + i, pos);
@@ -204,12 +242,10 @@ pub(crate) fn forward_chunk(
         }
     }
     if let Some(r) = c.rope {
-        let half = hd / 2;
-        for i in 0..n {
-            let (cos, sin) =
-                (&mut acts.rope_cos[i * half..(i + 1) * half], &mut acts.rope_sin[i * half..(i + 1) * half]);
-            rope::angles(pos0 + i, hd, r.theta, cos, sin);
-        }
+        acts.rope_global.fill(pos0, n, hd, r.theta);
+    }
+    if let (Some(_), Some(window)) = (c.rope, c.sliding_window) {
+        acts.rope_local.fill(pos0, n, hd, window.local_theta);
     }
 
     for (l, lw) in w.layers.iter().enumerate() {
@@ -221,11 +257,19 @@ pub(crate) fn forward_chunk(
             linear(&mut acts.qkv[col..], qkv_dim, &acts.xn, w, lin, n, &mut acts.packed_input);
             col += lin.weight.rows;
         }
+        let table = if c.is_global_layer(l) { &acts.rope_global } else { &acts.rope_local };
         for i in 0..n {
             let row = &mut acts.qkv[i * qkv_dim..(i + 1) * qkv_dim];
+            if let (Some(qn), Some(kn)) = (&lw.attn_q_norm, &lw.attn_k_norm) {
+                let (q, k) = row[..q_dim + kv_dim].split_at_mut(q_dim);
+                for (heads, nw) in [(q, qn), (k, kn)] {
+                    let normed = &mut acts.head_normed[..heads.len()];
+                    norm::rmsnorm(normed, heads, w.get(nw.weight), c.norm_eps, &mut acts.head_scale);
+                    heads.copy_from_slice(normed);
+                }
+            }
             if let Some(r) = c.rope {
-                let half = hd / 2;
-                let (cos, sin) = (&acts.rope_cos[i * half..(i + 1) * half], &acts.rope_sin[i * half..(i + 1) * half]);
+                let (cos, sin) = table.row(i, hd / 2);
                 rope::rotate(&mut row[..q_dim + kv_dim], hd, r.pairing, cos, sin);
             }
             let at = (pos0 + i) * kv_dim;
@@ -236,6 +280,7 @@ pub(crate) fn forward_chunk(
         let group = c.n_head / c.n_kv_head;
         acts.att.grow(c.n_head * CHUNK, pos0 + n);
         let (keys, values, qkv, width) = (&kv.k[l], &kv.v[l], &acts.qkv, acts.att.width);
+        let divisor = c.score_divisor();
         pool::for_each_chunk_pair(
             c.n_head,
             (&mut acts.heads, n * hd),
@@ -244,12 +289,12 @@ pub(crate) fn forward_chunk(
                 let kv_col = (head / group) * hd;
                 for i in 0..n {
                     let q = &qkv[i * qkv_dim + head * hd..i * qkv_dim + (head + 1) * hd];
+                    let cache = HeadCache { keys: &keys[kv_col..], values: &values[kv_col..], stride: kv_dim };
                     attend(
                         q,
-                        &keys[kv_col..],
-                        &values[kv_col..],
-                        kv_dim,
-                        pos0 + i + 1,
+                        &cache,
+                        c.first_key(l, pos0 + i)..pos0 + i + 1,
+                        divisor,
                         &mut probs[i * width..(i + 1) * width],
                         &mut out[i * hd..(i + 1) * hd],
                     );
@@ -266,22 +311,23 @@ pub(crate) fn forward_chunk(
             rec.record(Hook::AttnPattern(l), c, acts, pos0, n);
         }
         linear(&mut acts.proj, d, &acts.att_out, w, &lw.attn_output, n, &mut acts.packed_input);
-        add_into(&mut acts.x[..n * d], &acts.proj[..n * d]);
+        add_sublayer(acts, c, w, lw.attn_post_norm.as_ref(), n);
 
         // MLP sublayer: x += W_down · act(W_up · norm(x)), act = GELU, or SwiGLU with W_gate.
         normalize(acts, c, w, &lw.ffn_norm, n);
         record_norm(rec, c, acts, NormSite::Ln2(l), pos0, n);
         linear(&mut acts.up, c.d_ff, &acts.xn, w, &lw.ffn_up, n, &mut acts.packed_input);
         let up = &mut acts.up[..n * c.d_ff];
-        match &lw.ffn_gate {
-            Some(gate) => {
+        match (&lw.ffn_gate, c.arch.mlp()) {
+            (Some(gate), mlp) => {
                 linear(&mut acts.gate, c.d_ff, &acts.xn, w, gate, n, &mut acts.packed_input);
-                pool::for_each_chunk_pair(n, (up, c.d_ff), (&mut acts.gate, c.d_ff), |_, u, g| silu_mul(g, u));
+                let activate = if mlp == Mlp::GeGlu { gelu_mul } else { silu_mul };
+                pool::for_each_chunk_pair(n, (up, c.d_ff), (&mut acts.gate, c.d_ff), |_, u, g| activate(g, u));
             }
-            None => pool::for_each_chunk(n, (up, c.d_ff), |_, u| gelu_new(u)),
+            (None, _) => pool::for_each_chunk(n, (up, c.d_ff), |_, u| gelu_new(u)),
         }
         linear(&mut acts.proj, d, &acts.up, w, &lw.ffn_down, n, &mut acts.packed_input);
-        add_into(&mut acts.x[..n * d], &acts.proj[..n * d]);
+        add_sublayer(acts, c, w, lw.ffn_post_norm.as_ref(), n);
 
         if rec.wants(Hook::ResidPostNorm(l)) {
             norm::row_norms(&acts.x[..n * d], d, &mut acts.resid_norm);
@@ -333,6 +379,26 @@ fn normalize(acts: &mut Activations, c: &Config, w: &Weights, nw: &Norm, n: usiz
             norm::layernorm(out, x, weight, w.get(bias), c.norm_eps, &mut acts.norm_mean, &mut acts.norm_scale)
         }
         None => norm::rmsnorm(out, x, weight, c.norm_eps, &mut acts.norm_scale),
+    }
+}
+
+/// `x += proj`, or with Gemma's post-norm `x += norm(proj)`, for the chunk's `n` rows. The
+/// post-norm's statistics are not a hook; they pass through the norm scratch, whose `ln1`/`ln2`
+/// values were recorded before.
+fn add_sublayer(acts: &mut Activations, c: &Config, w: &Weights, post_norm: Option<&Norm>, n: usize) {
+    let d = c.d_model;
+    match post_norm {
+        Some(nw) => {
+            norm::rmsnorm(
+                &mut acts.xn[..n * d],
+                &acts.proj[..n * d],
+                w.get(nw.weight),
+                c.norm_eps,
+                &mut acts.norm_scale,
+            );
+            add_into(&mut acts.x[..n * d], &acts.xn[..n * d]);
+        }
+        None => add_into(&mut acts.x[..n * d], &acts.proj[..n * d]),
     }
 }
 

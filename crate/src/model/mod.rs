@@ -5,7 +5,7 @@ mod forward;
 mod session;
 mod weights;
 
-pub use config::{Arch, Config, Rope, RopePairing, MAX_DIM};
+pub use config::{Arch, Config, Mlp, Rope, RopePairing, SlidingWindow, MAX_DIM};
 pub use forward::{Model, CHUNK};
 pub use session::Session;
 pub use weights::{LayerWeights, Linear, Matrix, Norm, Rows, View, Weights};

@@ -72,6 +72,13 @@ pub struct LayerWeights {
     pub ffn_gate: Option<Linear>,
     /// GPT-2's MLP `c_proj`, LLaMA's `down_proj`.
     pub ffn_down: Linear,
+    /// Gemma's RMSNorm over each head of q and of k (`[head_dim]` weights), before RoPE.
+    pub attn_q_norm: Option<Norm>,
+    pub attn_k_norm: Option<Norm>,
+    /// Gemma's norms on the attention output and on the MLP output, before each joins the
+    /// residual stream.
+    pub attn_post_norm: Option<Norm>,
+    pub ffn_post_norm: Option<Norm>,
 }
 
 #[derive(Clone, Debug)]
@@ -148,7 +155,8 @@ impl Weights {
         let naming = match config.arch {
             Arch::Gpt2 if file.contains("transformer.wte.weight") => Naming::HfGpt2 { prefix: "transformer." },
             Arch::Gpt2 => Naming::HfGpt2 { prefix: "" },
-            Arch::Llama => Naming::HfLlama,
+            Arch::Llama | Arch::Qwen2 => Naming::HfLlama,
+            Arch::Gemma3 => Naming::HfGemma3,
         };
         // A tied model may still store a copy of the head; skip it when it equals the embedding.
         let explicit_head = !config.tied_head
@@ -172,6 +180,11 @@ impl Weights {
                 conv1d_to_rows(&transposed, t.shape[1], t.shape[0], out);
             } else {
                 file.read_f32(&name, &stored, out)?;
+            }
+            // Gemma's RMSNorm multiplies by (1 + w); llama.cpp's converter stores 1 + w in the
+            // GGUF, so adding it here leaves one RMSNorm that multiplies by its weight.
+            if config.arch == Arch::Gemma3 && t.name.ends_with("norm.weight") {
+                out.iter_mut().for_each(|w| *w += 1.0);
             }
         }
         Ok(layout.into_weights(floats, Vec::new()))
@@ -254,8 +267,12 @@ fn conv1d_to_rows(stored: &[f32], n_in: usize, n_out: usize, rows: &mut [f32]) {
 
 /// How a checkpoint format names the tensors [`Layout`] asks for.
 enum Naming {
-    HfGpt2 { prefix: &'static str },
+    HfGpt2 {
+        prefix: &'static str,
+    },
+    /// LLaMA and Qwen2.
     HfLlama,
+    HfGemma3,
 }
 
 impl Naming {
@@ -286,7 +303,8 @@ impl Naming {
                     None => format!("{prefix}{name}.{suffix}"),
                 }
             }
-            Naming::HfLlama => {
+            Naming::HfLlama | Naming::HfGemma3 => {
+                let gemma = matches!(self, Naming::HfGemma3);
                 let name = match tensor {
                     "token_embd" => "embed_tokens",
                     "output_norm" => "norm",
@@ -295,8 +313,15 @@ impl Naming {
                     "attn_q" => "self_attn.q_proj",
                     "attn_k" => "self_attn.k_proj",
                     "attn_v" => "self_attn.v_proj",
+                    "attn_q_norm" => "self_attn.q_norm",
+                    "attn_k_norm" => "self_attn.k_norm",
                     "attn_output" => "self_attn.o_proj",
+                    // LLaMA's norm before the MLP is named for following attention; Gemma has a
+                    // norm at each place and names them for where they are.
+                    "ffn_norm" if gemma => "pre_feedforward_layernorm",
                     "ffn_norm" => "post_attention_layernorm",
+                    "post_attention_norm" => "post_attention_layernorm",
+                    "post_ffw_norm" => "post_feedforward_layernorm",
                     "ffn_gate" => "mlp.gate_proj",
                     "ffn_up" => "mlp.up_proj",
                     "ffn_down" => "mlp.down_proj",
@@ -359,6 +384,7 @@ impl Layout {
     fn new(c: &Config, explicit_head: bool) -> Result<Layout> {
         let (d, f, v) = (c.d_model, c.d_ff, c.vocab_size);
         let gpt2 = c.arch == Arch::Gpt2;
+        let (qkv_bias, gemma) = (c.arch.qkv_bias(), c.arch.gemma_norms());
         let mut layout = Layout { tensors: Vec::new(), n_floats: 0, arch: c.arch, n_layer: c.n_layer, explicit_head };
         layout.push("token_embd.weight".into(), vec![v, d])?;
         if gpt2 {
@@ -366,29 +392,41 @@ impl Layout {
         }
         let qkv = d.checked_mul(3).ok_or_else(|| overflow("attn_qkv"))?;
         for l in 0..c.n_layer {
-            let linear = |layout: &mut Layout, name: &str, rows: usize, cols: usize| -> Result<()> {
+            let with_bias = |layout: &mut Layout, name: &str, rows: usize, cols: usize, bias: bool| -> Result<()> {
                 layout.push(format!("blk.{l}.{name}.weight"), vec![rows, cols])?;
-                if gpt2 {
+                if bias {
                     layout.push(format!("blk.{l}.{name}.bias"), vec![rows])?;
                 }
                 Ok(())
             };
-            let norm = |layout: &mut Layout, name: &str| linear(layout, name, d, 0);
-            norm(&mut layout, "attn_norm")?;
+            let linear =
+                |layout: &mut Layout, name: &str, rows: usize, cols: usize| with_bias(layout, name, rows, cols, gpt2);
+            let norm = |layout: &mut Layout, name: &str, width: usize| linear(layout, name, width, 0);
+            norm(&mut layout, "attn_norm", d)?;
             if gpt2 {
                 linear(&mut layout, "attn_qkv", qkv, d)?;
             } else {
-                linear(&mut layout, "attn_q", c.q_dim(), d)?;
-                linear(&mut layout, "attn_k", c.kv_dim(), d)?;
-                linear(&mut layout, "attn_v", c.kv_dim(), d)?;
+                with_bias(&mut layout, "attn_q", c.q_dim(), d, qkv_bias)?;
+                with_bias(&mut layout, "attn_k", c.kv_dim(), d, qkv_bias)?;
+                with_bias(&mut layout, "attn_v", c.kv_dim(), d, qkv_bias)?;
+            }
+            if gemma {
+                norm(&mut layout, "attn_q_norm", c.head_dim())?;
+                norm(&mut layout, "attn_k_norm", c.head_dim())?;
             }
             linear(&mut layout, "attn_output", d, c.q_dim())?;
-            norm(&mut layout, "ffn_norm")?;
+            if gemma {
+                norm(&mut layout, "post_attention_norm", d)?;
+            }
+            norm(&mut layout, "ffn_norm", d)?;
             if !gpt2 {
                 linear(&mut layout, "ffn_gate", f, d)?;
             }
             linear(&mut layout, "ffn_up", f, d)?;
             linear(&mut layout, "ffn_down", d, f)?;
+            if gemma {
+                norm(&mut layout, "post_ffw_norm", d)?;
+            }
         }
         layout.push("output_norm.weight".into(), vec![d])?;
         if gpt2 {
@@ -449,6 +487,10 @@ impl Layout {
         Norm { weight: self.view(&format!("{name}.weight")), bias: self.optional_view(&format!("{name}.bias")) }
     }
 
+    fn optional_norm(&self, name: &str) -> Option<Norm> {
+        self.find(&format!("{name}.weight")).map(|_| self.norm(name))
+    }
+
     fn into_weights(self, floats: Vec<f32>, blocks: Vec<u8>) -> Weights {
         let layers = (0..self.n_layer)
             .map(|l| {
@@ -464,6 +506,10 @@ impl Layout {
                         .find(&format!("blk.{l}.ffn_gate.weight"))
                         .map(|_| self.linear(&format!("blk.{l}.ffn_gate"))),
                     ffn_down: self.linear(&format!("blk.{l}.ffn_down")),
+                    attn_q_norm: self.optional_norm(&format!("blk.{l}.attn_q_norm")),
+                    attn_k_norm: self.optional_norm(&format!("blk.{l}.attn_k_norm")),
+                    attn_post_norm: self.optional_norm(&format!("blk.{l}.post_attention_norm")),
+                    ffn_post_norm: self.optional_norm(&format!("blk.{l}.post_ffw_norm")),
                 }
             })
             .collect();

@@ -359,7 +359,8 @@ fn attention_matches_the_cpu() {
                     let q = &qkv[t * qkv_dim + h * hd..t * qkv_dim + (h + 1) * hd];
                     let col = (h / (n_head / n_kv)) * hd;
                     let (mut probs, mut o) = (vec![0.0; pos0 + t + 1], vec![0.0; hd]);
-                    attention::attend(q, &keys[col..], &values[col..], kv_dim, pos0 + t + 1, &mut probs, &mut o);
+                    let cache = attention::HeadCache { keys: &keys[col..], values: &values[col..], stride: kv_dim };
+                    attention::attend(q, &cache, 0..pos0 + t + 1, (hd as f32).sqrt(), &mut probs, &mut o);
                     for (i, want) in o.iter().enumerate() {
                         assert!((out[3][t * q_dim + h * hd + i] - want).abs() <= 1e-5, "output [{t},{h},{i}]");
                     }

@@ -2,7 +2,7 @@
 // with their sizes at /models/index.json and served from where they lie (never copied into the
 // build: the real model is ~100 MB). Both Vite servers (dev and preview) mount it, so the list is
 // read from disk when asked for: a model dropped into assets/models/ appears on the next reload.
-import { createReadStream, existsSync, readdirSync, statSync } from 'node:fs';
+import { createReadStream, existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Connect, Plugin } from 'vite';
 import type { Catalog, CatalogModel } from '../src/catalog.ts';
@@ -107,6 +107,9 @@ function add(listing: Listing, source: Source, relativeDir: string, files: strin
     model.bytes += statSync(diskPath).size;
     listing.diskPaths.set(url, diskPath);
   }
+  // The fetch scripts write the name of non-open terms beside a model (scripts/fetch-gemma.sh).
+  const terms = join(source.dir, `${relativeDir || files[0]}.license`);
+  if (existsSync(terms)) model.license = readFileSync(terms, 'utf8').trim().slice(0, 200);
   listing.catalog.models.push(model);
 }
 

@@ -7,6 +7,11 @@ export interface CatalogModel {
   /** `fixture`: a tiny random-weight test model from tests/fixtures. */
   kind: 'model' | 'fixture';
   bytes: number;
+  /**
+   * The terms a model is used under when they are not an open-source license (Gemma: "Gemma
+   * Terms of Use"), from a `<file>.license` text beside it; the page shows it in the list.
+   */
+  license?: string;
   /** File name (as the engine expects it) → URL. */
   files: Record<string, string>;
 }

@@ -13,7 +13,7 @@ export function mountModelPicker(root: HTMLElement, progressRoot: HTMLElement, s
     const models = catalog.models.filter((model) => model.kind === kind);
     return models.length === 0
       ? null
-      : h('optgroup', { label }, ...models.map((model) => h('option', { value: model.id }, `${model.name} · ${formatBytes(model.bytes)}`)));
+      : h('optgroup', { label }, ...models.map((model) => h('option', { value: model.id }, `${model.name} · ${formatBytes(model.bytes)}${model.license ? ` · ${model.license}` : ''}`)));
   };
   const localOption = h('option', { value: LOCAL, hidden: true }, '');
   const select = h(

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::{assert_traces_agree, check_against_pytorch, ids, load, max_abs_diff, reference};
 use gptlens::backend::{select, BackendChoice};
 use gptlens::gpu::GPU_CHUNK;
-use gptlens::model::{Arch, Config, Rope, RopePairing, Weights};
+use gptlens::model::{Arch, Config, Rope, RopePairing, SlidingWindow, Weights};
 use gptlens::sample::{Sampler, SamplingParams};
 use gptlens::{Backend, CaptureSpec, Model, Session};
 
@@ -67,16 +67,12 @@ fn gpt2_gguf_matches_pytorch_on_gpu() {
     check_model("gpt2-tiny-gguf");
 }
 
-/// Gemma 3 has no GPU kernels yet: asking for the GPU says so, and `auto` keeps the CPU.
+/// Gemma 3 on the GPU: per-head q/k norms, post-norms added into the residual stream, GeGLU, √d
+/// embeddings, and sliding windows with their own RoPE tables.
 #[test]
-fn gemma3_on_the_gpu_is_refused_with_the_reason() {
-    let ckpt = load("gemma3-tiny-gguf");
-    let Err(e) = pollster::block_on(select(BackendChoice::Gpu, &ckpt.model)) else {
-        panic!("Gemma 3 was placed on the GPU, which has no kernels for it")
-    };
-    assert!(e.to_string().contains("Gemma 3 does not run on the GPU backend yet"), "{e}");
-    let auto = pollster::block_on(select(BackendChoice::Auto, &ckpt.model)).unwrap();
-    assert_eq!(auto.backend.to_string(), "cpu", "{}", auto.reason);
+fn gemma3_matches_pytorch_on_gpu() {
+    check_model("gemma3-tiny");
+    check_model("gemma3-tiny-gguf");
 }
 
 /// Qwen2's q/k/v biases go through the matmul kernel's bias path.
@@ -88,7 +84,7 @@ fn qwen2_matches_pytorch_on_gpu() {
 
 #[test]
 fn greedy_generation_on_gpu_matches_transformers_generate() {
-    for model in ["gpt2-tiny-f32", "llama-tiny-q", "qwen2-tiny-gguf"] {
+    for model in ["gpt2-tiny-f32", "llama-tiny-q", "qwen2-tiny-gguf", "gemma3-tiny-gguf"] {
         let Some((_, mut session)) = gpu_session(model) else { return };
         let reference = reference(model);
         let expected = ids(&reference["greedy"]);
@@ -106,7 +102,25 @@ fn assert_close(what: &str, a: &[f32], b: &[f32], tolerance: f32) {
 /// A model whose context is longer than a GPU pass, so that a prompt runs as several passes; LLaMA
 /// style (RoPE, grouped KV heads, SwiGLU) to cover the most kernels.
 fn long_context_model() -> Arc<Model> {
+    Arc::new(Model { weights: Weights::random(&llama_long_context(), 3), config: llama_long_context() })
+}
+
+/// The same as Gemma 3: heads wider than d/n_head, a sliding window of 70 keys (wider than the
+/// attention kernel's 64-key tiles) on every other layer with its own RoPE base.
+fn gemma_long_context_model() -> Arc<Model> {
     let config = Config {
+        arch: Arch::Gemma3,
+        n_layer: 4,
+        head_dim: 16,
+        query_pre_attn_scalar: Some(32.0),
+        sliding_window: Some(SlidingWindow { size: 70, global_every: 2, local_theta: 100.0 }),
+        ..llama_long_context()
+    };
+    Arc::new(Model { weights: Weights::random(&config, 4), config })
+}
+
+fn llama_long_context() -> Config {
+    Config {
         arch: Arch::Llama,
         n_layer: 2,
         n_head: 4,
@@ -123,15 +137,22 @@ fn long_context_model() -> Arc<Model> {
         bos_token_id: None,
         eos_token_id: None,
         tied_head: false,
-    };
-    Arc::new(Model { weights: Weights::random(&config, 3), config })
+    }
 }
 
 /// Prefix reuse, one-token steps and a prompt longer than one GPU pass all give what a fresh
 /// full run gives, on the GPU and on the CPU alike.
 #[test]
 fn gpu_sessions_reuse_prefixes_step_and_chunk_like_a_full_recompute() {
-    let model = long_context_model();
+    check_sessions(long_context_model());
+}
+
+#[test]
+fn gemma_sessions_with_sliding_windows_agree_on_gpu_and_cpu() {
+    check_sessions(gemma_long_context_model());
+}
+
+fn check_sessions(model: Arc<Model>) {
     let Some(backend) = on_gpu(&model) else { return };
     let spec = CaptureSpec::all(&model.config);
     let tokens: Vec<u32> = (0..GPU_CHUNK as u32 + 40).map(|i| (i * 7 + 3) % 61).collect();

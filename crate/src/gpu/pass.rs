@@ -15,7 +15,7 @@ use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::weights::{GpuLinear, GpuMatrix, GpuNorm, GpuWeights};
 use crate::gpu::Gpu;
 use crate::kernels::rope;
-use crate::model::{Arch, Config, Model, RopePairing};
+use crate::model::{Config, Mlp, Model, RopePairing};
 use crate::trace::{Hook, NormSite};
 
 /// Tokens per GPU pass: a prompt of up to this many new tokens is one command encoder.
@@ -35,13 +35,6 @@ impl GpuModel {
     /// Uploads the weights (quantized matrices in their block form) and compiles the kernels.
     pub fn new(gpu: Arc<Gpu>, model: Arc<Model>) -> Result<GpuModel> {
         let c = &model.config;
-        if c.arch == Arch::Gemma3 {
-            return Err(Error::Gpu(
-                "Gemma 3 does not run on the GPU backend yet (its per-head q/k norms, post-norms, GeGLU and \
-                 sliding windows have no GPU kernels); the CPU backend runs it"
-                    .into(),
-            ));
-        }
         if c.head_dim() > 256 {
             return Err(Error::Gpu(format!("head size {} is above the GPU attention kernel's 256", c.head_dim())));
         }
@@ -49,10 +42,12 @@ impl GpuModel {
         let kernels = weights.formats().into_iter().map(Kernel::Matmul).chain([
             Kernel::Norm,
             Kernel::ResidNorm,
+            Kernel::HeadNorm,
             Kernel::Rope,
             Kernel::Attention,
             Kernel::Gelu,
             Kernel::SiluMul,
+            Kernel::GeluMul,
         ]);
         let pipelines = Pipelines::new(&gpu.device, kernels);
         let zeros = storage(&gpu.device, "zeros", 16);
@@ -86,15 +81,23 @@ enum Act {
     AttOut,
     Up,
     Gate,
+    /// A sublayer's output before Gemma's post-norm.
+    Proj,
     Logits,
 }
 
 /// What one dispatch does; with the pass's token count and position this gives its parameters.
 #[derive(Clone, Copy, Debug)]
 enum Op {
+    /// A norm of `x` into `xn`, statistics at `site`'s slots; or, with `site` `None`, Gemma's
+    /// post-norm of `proj` added into `x` (statistics to scratch slots).
     Norm {
-        site: NormSite,
+        site: Option<NormSite>,
         layer_norm: bool,
+    },
+    /// Gemma's RMSNorm over each head of q (`keys` false) or of k, in place.
+    HeadNorm {
+        keys: bool,
     },
     /// One piece of a matrix: `rows` outputs from column `out_col` of `output`.
     Matmul {
@@ -113,6 +116,7 @@ enum Op {
     },
     Gelu,
     SiluMul,
+    GeluMul,
     ResidNorm {
         layer: usize,
     },
@@ -127,7 +131,10 @@ struct Step {
 /// A uniform slot per dispatch: 256 bytes is WebGPU's largest `minUniformBufferOffsetAlignment`.
 const SLOT: u64 = 256;
 
-/// Statistics slots in `stats`, each [`GPU_CHUNK`] values: five per layer, two for the final norm.
+/// Statistics slots in `stats`, each [`GPU_CHUNK`] values: five per layer, two for the final norm,
+/// and two that no hook reads (Gemma's post-norms write there).
+const STAT_SLOTS_AFTER_LAYERS: usize = 4;
+
 fn stat_slot(hook: Hook, n_layer: usize) -> Option<usize> {
     let site = |s: NormSite, mean: bool| match s {
         NormSite::Ln1(l) => 5 * l + usize::from(!mean),
@@ -158,11 +165,15 @@ pub struct GpuPass {
     att_out: wgpu::Buffer,
     up: wgpu::Buffer,
     gate: wgpu::Buffer,
+    proj: wgpu::Buffer,
     logits: wgpu::Buffer,
     /// Rows of logits `logits` holds: 1, or [`GPU_CHUNK`] once a pass wanted every row's.
     logit_rows: usize,
     stats: wgpu::Buffer,
+    /// RoPE's cos/sin tables for the pass's positions: the model's base, and the local layers'
+    /// base of a sliding-window model.
     angles: wgpu::Buffer,
+    angles_local: wgpu::Buffer,
     params: wgpu::Buffer,
     patterns: wgpu::Buffer,
     /// The KV cache, per layer `[kv_positions, kv_dim]`, grown by doubling.
@@ -212,6 +223,8 @@ impl GpuPass {
         let g = GPU_CHUNK;
         let half = c.head_dim() / 2;
         let gate_len = if model.weights.layers.iter().any(|l| l.ffn_gate.is_some()) { g * c.d_ff } else { 1 };
+        let post_norms = model.weights.layers.iter().any(|l| l.attn_post_norm.is_some() || l.ffn_post_norm.is_some());
+        let local_half = if c.sliding_window.is_some() { half } else { 0 };
         let kv_positions = c.n_ctx.min(g);
         let mut pass = GpuPass {
             x: storage(device, "x", floats(g * c.d_model)),
@@ -220,10 +233,12 @@ impl GpuPass {
             att_out: storage(device, "att_out", floats(g * c.q_dim())),
             up: storage(device, "up", floats(g * c.d_ff)),
             gate: storage(device, "gate", floats(gate_len)),
+            proj: storage(device, "proj", floats(if post_norms { g * c.d_model } else { 1 })),
             logits: storage(device, "logits", floats(c.vocab_size)),
             logit_rows: 1,
-            stats: storage(device, "stats", floats((5 * c.n_layer + 2) * g)),
+            stats: storage(device, "stats", floats((5 * c.n_layer + STAT_SLOTS_AFTER_LAYERS) * g)),
             angles: storage(device, "angles", floats(2 * g * half.max(1))),
+            angles_local: storage(device, "angles_local", floats(2 * g * local_half.max(1))),
             params: device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("params"),
                 size: 16,
@@ -295,7 +310,7 @@ impl GpuPass {
         let zeros = &gm.zeros;
         let mut ops = Vec::new();
         let norm = |ops: &mut Vec<_>, n: &GpuNorm, site| {
-            let op = Op::Norm { site, layer_norm: n.bias.is_some() };
+            let op = Op::Norm { site: Some(site), layer_norm: n.bias.is_some() };
             let bias = n.bias.as_ref().unwrap_or(zeros);
             ops.push((
                 Kernel::Norm,
@@ -303,6 +318,18 @@ impl GpuPass {
                 vec![self.x.clone(), n.weight.clone(), bias.clone(), self.xn.clone(), self.stats.clone()],
             ));
         };
+        // x += post_norm(proj), Gemma's way for a sublayer's output to join the residual stream.
+        let post_norm = |ops: &mut Vec<_>, n: &GpuNorm| {
+            let buffers = vec![self.proj.clone(), n.weight.clone(), zeros.clone(), self.x.clone(), self.stats.clone()];
+            ops.push((Kernel::Norm, Op::Norm { site: None, layer_norm: false }, buffers));
+        };
+        let head_norm = |ops: &mut Vec<_>, n: &GpuNorm, keys: bool| {
+            // `stats` only fills the layout's writable slot (a buffer may not be bound both
+            // read-only and writable in one dispatch); head_norm writes no statistics.
+            let buffers = vec![zeros.clone(), n.weight.clone(), zeros.clone(), self.qkv.clone(), self.stats.clone()];
+            ops.push((Kernel::HeadNorm, Op::HeadNorm { keys }, buffers));
+        };
+        let c = &gm.model.config;
         let matmul =
             |ops: &mut Vec<_>, m: &GpuMatrix, bias: Option<&wgpu::Buffer>, input: Act, output: Act, out_col: usize| {
                 for piece in &m.pieces {
@@ -335,10 +362,15 @@ impl GpuPass {
                 linear(&mut ops, lin, Act::Xn, Act::Qkv, col);
                 col += lin.weight.rows;
             }
+            if let (Some(qn), Some(kn)) = (&lw.attn_q_norm, &lw.attn_k_norm) {
+                head_norm(&mut ops, qn, false);
+                head_norm(&mut ops, kn, true);
+            }
+            let angles = if c.is_global_layer(l) { &self.angles } else { &self.angles_local };
             ops.push((
                 Kernel::Rope,
                 Op::Rope,
-                vec![self.qkv.clone(), self.angles.clone(), self.k[l].clone(), self.v[l].clone()],
+                vec![self.qkv.clone(), angles.clone(), self.k[l].clone(), self.v[l].clone()],
             ));
             let attention = vec![
                 self.qkv.clone(),
@@ -348,17 +380,28 @@ impl GpuPass {
                 self.patterns.clone(),
             ];
             ops.push((Kernel::Attention, Op::Attention { layer: l }, attention));
-            linear(&mut ops, &lw.attn_output, Act::AttOut, Act::X, 0);
+            // A sublayer's output joins the residual stream in the matmul (accumulating into x),
+            // or through Gemma's post-norm.
+            let sublayer_output = |ops: &mut Vec<_>, lin: &GpuLinear, input: Act, post: Option<&GpuNorm>| match post {
+                Some(n) => {
+                    linear(ops, lin, input, Act::Proj, 0);
+                    post_norm(ops, n);
+                }
+                None => linear(ops, lin, input, Act::X, 0),
+            };
+            sublayer_output(&mut ops, &lw.attn_output, Act::AttOut, lw.attn_post_norm.as_ref());
             norm(&mut ops, &lw.ffn_norm, NormSite::Ln2(l));
             linear(&mut ops, &lw.ffn_up, Act::Xn, Act::Up, 0);
-            match &lw.ffn_gate {
-                Some(gate) => {
+            match (&lw.ffn_gate, c.arch.mlp()) {
+                (Some(gate), mlp) => {
                     linear(&mut ops, gate, Act::Xn, Act::Gate, 0);
-                    ops.push((Kernel::SiluMul, Op::SiluMul, vec![self.up.clone(), self.gate.clone()]));
+                    let (kernel, op) =
+                        if mlp == Mlp::GeGlu { (Kernel::GeluMul, Op::GeluMul) } else { (Kernel::SiluMul, Op::SiluMul) };
+                    ops.push((kernel, op, vec![self.up.clone(), self.gate.clone()]));
                 }
-                None => ops.push((Kernel::Gelu, Op::Gelu, vec![self.up.clone(), zeros.clone()])),
+                (None, _) => ops.push((Kernel::Gelu, Op::Gelu, vec![self.up.clone(), zeros.clone()])),
             }
-            linear(&mut ops, &lw.ffn_down, Act::Up, Act::X, 0);
+            sublayer_output(&mut ops, &lw.ffn_down, Act::Up, lw.ffn_post_norm.as_ref());
             let resid = vec![self.x.clone(), zeros.clone(), zeros.clone(), self.xn.clone(), self.stats.clone()];
             ops.push((Kernel::ResidNorm, Op::ResidNorm { layer: l }, resid));
         }
@@ -375,6 +418,7 @@ impl GpuPass {
             Act::AttOut => &self.att_out,
             Act::Up => &self.up,
             Act::Gate => &self.gate,
+            Act::Proj => &self.proj,
             Act::Logits => &self.logits,
         }
     }
@@ -443,13 +487,20 @@ impl GpuPass {
         // The embeddings (a row per token, plus its position's for GPT-2) and the rotation
         // tables, made on the host exactly as the CPU path makes them.
         let w = &gm.model.weights;
+        let local = c.sliding_window.filter(|_| c.rope.is_some());
+        let tables = if local.is_some() { 2 } else { 1 };
         self.embed.clear();
-        self.embed.resize(n * d + d + 2 * n * half, 0.0);
+        self.embed.resize(n * d + d + tables * 2 * n * half, 0.0);
         let (x, rest) = self.embed.split_at_mut(n * d);
-        let (position, angles) = rest.split_at_mut(d);
+        let (position, all_angles) = rest.split_at_mut(d);
+        let (angles, angles_local) = all_angles.split_at_mut(2 * n * half);
+        let embedding_scale = c.arch.embedding_scale(d);
         for (i, &tok) in tokens.iter().enumerate() {
             let row = &mut x[i * d..(i + 1) * d];
             w.row(&w.token_embd, tok as usize, row);
+            if let Some(scale) = embedding_scale {
+                row.iter_mut().for_each(|v| *v *= scale);
+            }
             if let Some(wpe) = &w.position_embd {
                 w.row(wpe, pos0 + i, position);
                 for (a, b) in row.iter_mut().zip(position.iter()) {
@@ -457,13 +508,14 @@ impl GpuPass {
                 }
             }
         }
-        if let Some(r) = c.rope {
-            let (cos, sin) = angles.split_at_mut(n * half);
+        let thetas = c.rope.map(|r| (r.theta, angles)).into_iter().chain(local.map(|w| (w.local_theta, angles_local)));
+        for (theta, table) in thetas {
+            let (cos, sin) = table.split_at_mut(n * half);
             for i in 0..n {
                 rope::angles(
                     pos0 + i,
                     hd,
-                    r.theta,
+                    theta,
                     &mut cos[i * half..(i + 1) * half],
                     &mut sin[i * half..(i + 1) * half],
                 );
@@ -472,7 +524,11 @@ impl GpuPass {
         let queue = &gm.gpu.queue;
         queue.write_buffer(&self.x, 0, bytemuck::cast_slice(&self.embed[..n * d]));
         if c.rope.is_some() {
-            queue.write_buffer(&self.angles, 0, bytemuck::cast_slice(&self.embed[n * d + d..]));
+            let tables = &self.embed[n * d + d..];
+            queue.write_buffer(&self.angles, 0, bytemuck::cast_slice(&tables[..2 * n * half]));
+            if local.is_some() {
+                queue.write_buffer(&self.angles_local, 0, bytemuck::cast_slice(&tables[2 * n * half..]));
+            }
         }
 
         // Every dispatch's parameters, then the dispatches in one compute pass.
@@ -483,23 +539,36 @@ impl GpuPass {
         for (i, step) in self.steps.iter().enumerate() {
             let (words, groups): (Vec<u32>, Option<(u32, u32, u32)>) = match step.op {
                 Op::Norm { site, layer_norm } => {
-                    let (count, row0) = if site == NormSite::Final { (rows, first) } else { (n, 0) };
+                    let (count, row0) = if site == Some(NormSite::Final) { (rows, first) } else { (n, 0) };
+                    let scratch = ((5 * c.n_layer + 2) * g) as u32;
+                    let (mean_at, scale_at) = match site {
+                        Some(site) => (stat_at(Hook::NormMean(site)), stat_at(Hook::NormScale(site))),
+                        None => (scratch, scratch + g as u32),
+                    };
+                    let accumulate = site.is_none();
                     let words = vec![
                         d as u32,
                         row0 as u32,
                         layer_norm as u32,
                         c.norm_eps.to_bits(),
-                        stat_at(Hook::NormMean(site)),
-                        stat_at(Hook::NormScale(site)),
+                        mean_at,
+                        scale_at,
+                        accumulate as u32,
                     ];
                     (words, Some((count as u32, 1, 1)))
+                }
+                Op::HeadNorm { keys } => {
+                    let (heads, col0) = if keys { (c.n_kv_head, c.q_dim()) } else { (c.n_head, 0) };
+                    let words =
+                        vec![hd as u32, 0, 0, c.norm_eps.to_bits(), 0, 0, 0, heads as u32, qkv_dim as u32, col0 as u32];
+                    (words, Some(((n * heads) as u32, 1, 1)))
                 }
                 Op::Matmul { rows: piece_rows, cols, row_words, bias_offset, has_bias, input, output, out_col } => {
                     let _ = input;
                     let tokens = if output == Act::Logits { rows } else { n };
                     let out_stride = match output {
                         Act::Qkv => qkv_dim,
-                        Act::X | Act::Xn => d,
+                        Act::X | Act::Xn | Act::Proj => d,
                         Act::AttOut => c.q_dim(),
                         Act::Up | Act::Gate => c.d_ff,
                         Act::Logits => v,
@@ -542,10 +611,12 @@ impl GpuPass {
                         pos0 as u32,
                         region.is_some() as u32,
                         (region.unwrap_or(0) * per_layer) as u32,
+                        c.sliding_window.filter(|_| !c.is_global_layer(layer)).map_or(0, |w| w.size as u32),
+                        c.score_divisor().to_bits(),
                     ];
                     (words, Some((c.n_head as u32, n as u32, 1)))
                 }
-                Op::Gelu | Op::SiluMul => {
+                Op::Gelu | Op::SiluMul | Op::GeluMul => {
                     let (gx, gy) = spread((n * c.d_ff).div_ceil(256));
                     (vec![(n * c.d_ff) as u32], Some((gx, gy, 1)))
                 }
@@ -761,8 +832,13 @@ impl Shape<'_> {
         let (n, d) = (self.n as u64, c.d_model as u64);
         match *op {
             Op::Norm { site, .. } => {
-                let rows = if site == NormSite::Final { self.rows as u64 } else { n };
-                (format!("{site:?} norm"), 4 * (2 * rows * d + 2 * d), 5 * rows * d)
+                let rows = if site == Some(NormSite::Final) { self.rows as u64 } else { n };
+                let what = site.map_or("post-norm".to_string(), |s| format!("{s:?} norm"));
+                (what, 4 * (2 * rows * d + 2 * d), 5 * rows * d)
+            }
+            Op::HeadNorm { keys } => {
+                let width = if keys { c.kv_dim() } else { c.q_dim() } as u64;
+                ("q/k head norm".into(), 4 * 2 * n * width, 4 * n * width)
             }
             Op::Matmul { rows, cols, row_words, output, .. } => {
                 let tokens = if output == Act::Logits { self.rows } else { self.n } as u64;
@@ -782,7 +858,9 @@ impl Shape<'_> {
                 let bytes = 4 * (c.n_head as u64 * keys * 2 * hd + 2 * n * c.q_dim() as u64);
                 (format!("blk.{layer} attention over {keys} keys"), bytes, c.n_head as u64 * keys * 6 * hd)
             }
-            Op::Gelu | Op::SiluMul => ("activation".into(), 4 * 3 * n * c.d_ff as u64, 10 * n * c.d_ff as u64),
+            Op::Gelu | Op::SiluMul | Op::GeluMul => {
+                ("activation".into(), 4 * 3 * n * c.d_ff as u64, 10 * n * c.d_ff as u64)
+            }
             Op::ResidNorm { layer } => (format!("blk.{layer} residual norm"), 4 * n * d, 2 * n * d),
         }
     }

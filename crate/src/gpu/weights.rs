@@ -131,6 +131,11 @@ pub struct GpuLayer {
     pub ffn_up: GpuLinear,
     pub ffn_gate: Option<GpuLinear>,
     pub ffn_down: GpuLinear,
+    /// Gemma's per-head q/k norms and its norms after attention and after the MLP.
+    pub attn_q_norm: Option<GpuNorm>,
+    pub attn_k_norm: Option<GpuNorm>,
+    pub attn_post_norm: Option<GpuNorm>,
+    pub ffn_post_norm: Option<GpuNorm>,
 }
 
 /// Everything of a model the GPU forward pass reads. The embedding tables stay on the host: a
@@ -164,6 +169,11 @@ impl GpuWeights {
                     ffn_up: up.linear(&lw.ffn_up, &format!("blk.{l}.ffn_up"))?,
                     ffn_gate: lw.ffn_gate.as_ref().map(|g| up.linear(g, &format!("blk.{l}.ffn_gate"))).transpose()?,
                     ffn_down: up.linear(&lw.ffn_down, &format!("blk.{l}.ffn_down"))?,
+                    attn_q_norm: up.optional_norm(lw.attn_q_norm.as_ref(), &format!("blk.{l}.attn_q_norm"))?,
+                    attn_k_norm: up.optional_norm(lw.attn_k_norm.as_ref(), &format!("blk.{l}.attn_k_norm"))?,
+                    attn_post_norm: up
+                        .optional_norm(lw.attn_post_norm.as_ref(), &format!("blk.{l}.post_attention_norm"))?,
+                    ffn_post_norm: up.optional_norm(lw.ffn_post_norm.as_ref(), &format!("blk.{l}.post_ffw_norm"))?,
                 })
             })
             .collect::<Result<_>>()?;
@@ -212,6 +222,10 @@ impl Uploader<'_> {
             weight: self.floats(&format!("{name}.weight"), w.get(n.weight)),
             bias: n.bias.map(|b| self.floats(&format!("{name}.bias"), w.get(b))),
         })
+    }
+
+    fn optional_norm(&mut self, n: Option<&Norm>, name: &str) -> Result<Option<GpuNorm>> {
+        n.map(|n| self.norm(n, name)).transpose()
     }
 
     fn linear(&mut self, lin: &Linear, name: &str) -> Result<GpuLinear> {

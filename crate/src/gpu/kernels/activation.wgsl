@@ -1,5 +1,5 @@
-// The MLP's activation, in place on `up`: GPT-2's gelu_new (tanh approximation) or SwiGLU's
-// up · silu(gate), written as transformers writes them.
+// The MLP's activation, in place on `up`: GPT-2's gelu_new (tanh approximation), SwiGLU's
+// up · silu(gate) or GeGLU's up · gelu(gate), written as transformers writes them.
 
 struct Params {
     count: u32,
@@ -13,15 +13,26 @@ fn index(gid: vec3<u32>, groups: vec3<u32>) -> u32 {
     return gid.x + gid.y * groups.x * 256u;
 }
 
+fn gelu_of(u: f32) -> f32 {
+    // tanh saturates to ±1 in f32 beyond |10|; clamping keeps GPUs whose tanh goes through exp
+    // from overflowing to NaN.
+    let z = clamp(0.7978846 * (u + 0.044715 * u * u * u), -10.0, 10.0);
+    return 0.5 * u * (1.0 + tanh(z));
+}
+
 @compute @workgroup_size(256)
 fn gelu(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = index(gid, groups);
     if (i < p.count) {
-        let u = up[i];
-        // tanh saturates to ±1 in f32 beyond |10|; clamping keeps GPUs whose tanh goes through
-        // exp from overflowing to NaN.
-        let z = clamp(0.7978846 * (u + 0.044715 * u * u * u), -10.0, 10.0);
-        up[i] = 0.5 * u * (1.0 + tanh(z));
+        up[i] = gelu_of(up[i]);
+    }
+}
+
+@compute @workgroup_size(256)
+fn gelu_mul(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = index(gid, groups);
+    if (i < p.count) {
+        up[i] = up[i] * gelu_of(gate[i]);
     }
 }
 

@@ -1,5 +1,5 @@
-// Causal attention of one query token over keys 0..=pos for one head, grouped-query (query head h
-// reads KV head h / group). One workgroup per (head, token).
+// Causal attention of one query token over keys 0..=pos (or the last `window` of them) for one
+// head, grouped-query (query head h reads KV head h / group). One workgroup per (head, token).
 //   pass 1: every thread scores a strided share of the keys, keeping a running max and a sum of
 //           exponentials relative to it; the workgroup merges them (softmax's normaliser);
 //   pass 2: tiles of 64 keys: the probabilities p_j = exp(s_j − max)/sum are scored again, written
@@ -17,6 +17,8 @@ struct Params {
     pos0: u32,
     capture: u32,      // 1: write probabilities to `pattern`
     pattern_at: u32,   // this layer's chunk region in `pattern`
+    window: u32,       // keys a query reads on a sliding-window layer; 0: all
+    divisor: f32,      // scores are q·k / divisor
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -48,9 +50,14 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let h = wid.x;
     let t = wid.y;
     let n_keys = p.pos0 + t + 1u;
+    var first = 0u;
+    if (p.window != 0u && n_keys > p.window) {
+        first = n_keys - p.window;
+    }
     let kv_col = (h / p.group) * p.head_dim;
-    // transformers divides by sqrt(head_dim); so does the CPU path.
-    let scale = sqrt(f32(p.head_dim));
+    // transformers divides by sqrt(head_dim) (or Gemma's sqrt(query_pre_attn_scalar)); so does
+    // the CPU path.
+    let scale = p.divisor;
     for (var i = tid; i < p.head_dim; i += THREADS) {
         q[i] = qkv[t * p.qkv_dim + h * p.head_dim + i];
     }
@@ -58,7 +65,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 
     var m = -3.0e38;
     var total = 0.0;
-    for (var j = tid; j < n_keys; j += THREADS) {
+    for (var j = first + tid; j < n_keys; j += THREADS) {
         let s = score(j, kv_col, scale);
         if (s > m) {
             total = total * exp(m - s) + 1.0;
@@ -87,7 +94,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     // row as long as its keys; the layout the session stores (model/session.rs, `Captures`).
     let row_at = p.pattern_at + p.n_head * (t * p.pos0 + t * (t + 1u) / 2u) + h * n_keys;
     var acc: array<f32, 4>;
-    for (var j0 = 0u; j0 < n_keys; j0 += THREADS) {
+    if (p.capture == 1u) {
+        for (var j = tid; j < first; j += THREADS) {
+            pattern[row_at + j] = 0.0;
+        }
+    }
+    for (var j0 = first; j0 < n_keys; j0 += THREADS) {
         let j = j0 + tid;
         var prob = 0.0;
         if (j < n_keys) {

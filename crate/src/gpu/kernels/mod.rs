@@ -5,10 +5,10 @@
 //! | kernel | file | one workgroup per |
 //! |---|---|---|
 //! | matmul / matvec (every weight format) | `matmul.wgsl` + `formats/*.wgsl` | 8 rows × 8 tokens |
-//! | LayerNorm / RMSNorm, residual norms | `norm.wgsl` | row |
+//! | LayerNorm / RMSNorm, residual norms, Gemma's per-head q/k norms | `norm.wgsl` | row |
 //! | RoPE (both pairings) and the KV-cache append | `rope.wgsl` | token |
 //! | causal attention with grouped KV heads | `attention.wgsl` | head × query |
-//! | GELU, SwiGLU | `activation.wgsl` | 256 values |
+//! | GELU, SwiGLU, GeGLU | `activation.wgsl` | 256 values |
 
 use std::collections::HashMap;
 
@@ -29,10 +29,12 @@ pub enum Kernel {
     Matmul(GgmlType),
     Norm,
     ResidNorm,
+    HeadNorm,
     Rope,
     Attention,
     Gelu,
     SiluMul,
+    GeluMul,
 }
 
 impl Kernel {
@@ -41,18 +43,20 @@ impl Kernel {
             Kernel::Matmul(format) => {
                 format!("{}\n{}\n{}", include_str!("formats/common.wgsl"), format.wgsl(), include_str!("matmul.wgsl"))
             }
-            Kernel::Norm | Kernel::ResidNorm => include_str!("norm.wgsl").into(),
+            Kernel::Norm | Kernel::ResidNorm | Kernel::HeadNorm => include_str!("norm.wgsl").into(),
             Kernel::Rope => include_str!("rope.wgsl").into(),
             Kernel::Attention => include_str!("attention.wgsl").into(),
-            Kernel::Gelu | Kernel::SiluMul => include_str!("activation.wgsl").into(),
+            Kernel::Gelu | Kernel::SiluMul | Kernel::GeluMul => include_str!("activation.wgsl").into(),
         }
     }
 
     fn entry_point(self) -> &'static str {
         match self {
             Kernel::ResidNorm => "resid_norm",
+            Kernel::HeadNorm => "head_norm",
             Kernel::Gelu => "gelu",
             Kernel::SiluMul => "silu_mul",
+            Kernel::GeluMul => "gelu_mul",
             _ => "main",
         }
     }
@@ -64,13 +68,13 @@ impl Kernel {
             // params, weights, x, bias, out
             Kernel::Matmul(_) => &[Uniform, Read, Read, Read, ReadWrite],
             // params, x, weight, bias, y, stats
-            Kernel::Norm | Kernel::ResidNorm => &[Uniform, Read, Read, Read, ReadWrite, ReadWrite],
+            Kernel::Norm | Kernel::ResidNorm | Kernel::HeadNorm => &[Uniform, Read, Read, Read, ReadWrite, ReadWrite],
             // params, qkv, angles, k cache, v cache
             Kernel::Rope => &[Uniform, ReadWrite, Read, ReadWrite, ReadWrite],
             // params, qkv, k cache, v cache, out, pattern
             Kernel::Attention => &[Uniform, Read, Read, Read, ReadWrite, ReadWrite],
             // params, up, gate
-            Kernel::Gelu | Kernel::SiluMul => &[Uniform, ReadWrite, Read],
+            Kernel::Gelu | Kernel::SiluMul | Kernel::GeluMul => &[Uniform, ReadWrite, Read],
         }
     }
 }

@@ -4,6 +4,10 @@
 //   LayerNorm: mean = Σx/d, scale = sqrt(Σ(x − mean)²/d + eps), y = (x − mean)/scale·w + b
 //   RMSNorm:   scale = sqrt(Σx²/d + eps),                     y = x/scale·w
 // `resid_norm` (same bindings) writes the L2 norm of each row: `hook_resid_post.norm`.
+// `accumulate` adds the result to `y` instead (Gemma's post-norms: x += norm(sublayer output)).
+// `head_norm` (same bindings) is RMSNorm in place on `y`, over each head of q or k inside the
+// q|k|v rows (Gemma's q/k norms): row r is token r / heads, head r % heads, starting at
+// token·stride + col0 + head·d.
 
 struct Params {
     d: u32,
@@ -12,6 +16,10 @@ struct Params {
     eps: f32,
     mean_at: u32,     // where row i's mean goes in `stats`: mean_at + i
     scale_at: u32,
+    accumulate: u32,  // 1: y += result
+    heads: u32,       // head_norm: heads per token
+    stride: u32,      // head_norm: floats per token row
+    col0: u32,        // head_norm: first column of the heads
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -61,7 +69,11 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     for (var i = tid; i < p.d; i += THREADS) {
         var v = (x[xb + i] - mean) / scale * weight[i];
         if (p.layer_norm == 1u) { v += bias[i]; }
-        y[yb + i] = v;
+        if (p.accumulate == 1u) {
+            y[yb + i] += v;
+        } else {
+            y[yb + i] = v;
+        }
     }
     if (tid == 0u) {
         stats[p.mean_at + row] = mean;
@@ -78,5 +90,18 @@ fn resid_norm(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
     let total = row_sum(s2, tid);
     if (tid == 0u) {
         stats[p.scale_at + wid.x] = sqrt(total);
+    }
+}
+
+@compute @workgroup_size(64)
+fn head_norm(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let tid = lid.x;
+    let base = (wid.x / p.heads) * p.stride + p.col0 + (wid.x % p.heads) * p.d;
+    var s2 = 0.0;
+    for (var i = tid; i < p.d; i += THREADS) { s2 += y[base + i] * y[base + i]; }
+    let scale = sqrt(row_sum(s2, tid) / f32(p.d) + p.eps);
+    // Every read of the row is in the sum above, behind row_sum's barriers: writing is safe.
+    for (var i = tid; i < p.d; i += THREADS) {
+        y[base + i] = y[base + i] / scale * weight[i];
     }
 }

@@ -137,7 +137,7 @@ fn blocks(ggml_type: GgmlType, n: usize, seed: u64) -> Vec<u8> {
         let mut block: Vec<u8> = (0..ggml_type.block_bytes()).map(|_| rng.next_u64() as u8).collect();
         let scale_at = if ggml_type == GgmlType::Q6_K { 208 } else { 0 };
         block[scale_at..scale_at + 2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
-        if matches!(ggml_type, GgmlType::Q4_1 | GgmlType::Q4_K | GgmlType::Q5_K) {
+        if matches!(ggml_type, GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K) {
             block[2..4].copy_from_slice(&half::f16::from_f32(-0.02).to_le_bytes());
         }
         out.extend(block);
@@ -176,6 +176,8 @@ fn sample() -> Builder {
         .tensor("q8_0.weight", &[32, 2], 8, blocks(GgmlType::Q8_0, 2, 1))
         .tensor("q4_0.weight", &[64, 1], 2, blocks(GgmlType::Q4_0, 2, 2))
         .tensor("q4_1.weight", &[32, 3], 3, blocks(GgmlType::Q4_1, 3, 3))
+        .tensor("q5_0.weight", &[32, 3], 6, blocks(GgmlType::Q5_0, 3, 7))
+        .tensor("q5_1.weight", &[64, 1], 7, blocks(GgmlType::Q5_1, 2, 8))
         .tensor("q4_k.weight", &[256, 1, 1], 12, blocks(GgmlType::Q4_K, 1, 4))
         .tensor("q5_k.weight", &[256], 13, blocks(GgmlType::Q5_K, 1, 5))
         .tensor("q6_k.weight", &[256, 2, 1, 1], 14, blocks(GgmlType::Q6_K, 2, 6))
@@ -256,6 +258,8 @@ fn tensors_are_located_with_shapes_innermost_first() {
     assert_eq!(q6.row(2), None);
     let f16 = file.tensor("f16.weight").unwrap();
     assert_eq!(f16.to_f32()[9], 2.25);
+    let q5 = file.tensor("q5_0.weight").unwrap();
+    assert_eq!((q5.row_len(), q5.n_rows(), q5.row(2).map(<[u8]>::len)), (32, 3, Some(22)));
 }
 
 #[test]
@@ -426,7 +430,7 @@ fn overlapping_and_duplicate_tensors_are_refused() {
 #[test]
 fn unsupported_tensor_types_name_the_tensor_and_the_type() {
     let built = sample().build();
-    for (id, expected) in [(6, "Q5_0 (ggml type 6)"), (99, "unknown ggml type 99")] {
+    for (id, expected) in [(10, "Q2_K (ggml type 10)"), (99, "unknown ggml type 99")] {
         let mut b = built.bytes.clone();
         put_u32(&mut b, built.type_at[4], id);
         match GgufFile::parse(&b) {

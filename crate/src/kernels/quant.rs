@@ -25,6 +25,8 @@ pub enum GgmlType {
     BF16,
     Q4_0,
     Q4_1,
+    Q5_0,
+    Q5_1,
     Q8_0,
     Q4_K,
     Q5_K,
@@ -36,12 +38,14 @@ const QK_K: usize = 256;
 
 impl GgmlType {
     /// Every type gptlens reads.
-    pub const ALL: [GgmlType; 9] = [
+    pub const ALL: [GgmlType; 11] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::BF16,
         GgmlType::Q4_0,
         GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
         GgmlType::Q8_0,
         GgmlType::Q4_K,
         GgmlType::Q5_K,
@@ -55,6 +59,8 @@ impl GgmlType {
             1 => GgmlType::F16,
             2 => GgmlType::Q4_0,
             3 => GgmlType::Q4_1,
+            6 => GgmlType::Q5_0,
+            7 => GgmlType::Q5_1,
             8 => GgmlType::Q8_0,
             12 => GgmlType::Q4_K,
             13 => GgmlType::Q5_K,
@@ -71,6 +77,8 @@ impl GgmlType {
             GgmlType::BF16 => "BF16",
             GgmlType::Q4_0 => "Q4_0",
             GgmlType::Q4_1 => "Q4_1",
+            GgmlType::Q5_0 => "Q5_0",
+            GgmlType::Q5_1 => "Q5_1",
             GgmlType::Q8_0 => "Q8_0",
             GgmlType::Q4_K => "Q4_K",
             GgmlType::Q5_K => "Q5_K",
@@ -82,7 +90,7 @@ impl GgmlType {
     pub fn block_len(self) -> usize {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
-            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 => 32,
+            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => 32,
             GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => QK_K,
         }
     }
@@ -94,6 +102,8 @@ impl GgmlType {
             GgmlType::F16 | GgmlType::BF16 => 2,
             GgmlType::Q4_0 => Q4_0_BYTES,
             GgmlType::Q4_1 => Q4_1_BYTES,
+            GgmlType::Q5_0 => Q5_0_BYTES,
+            GgmlType::Q5_1 => Q5_1_BYTES,
             GgmlType::Q8_0 => Q8_0_BYTES,
             GgmlType::Q4_K => Q4_K_BYTES,
             GgmlType::Q5_K => Q5_K_BYTES,
@@ -125,6 +135,8 @@ pub fn dequantize_row(ggml_type: GgmlType, bytes: &[u8], out: &mut [f32]) {
         GgmlType::BF16 => dequantize_blocks(LanesBf16, bytes, out),
         GgmlType::Q4_0 => dequantize_blocks(BlockQ4_0, bytes, out),
         GgmlType::Q4_1 => dequantize_blocks(BlockQ4_1, bytes, out),
+        GgmlType::Q5_0 => dequantize_blocks(BlockQ5_0, bytes, out),
+        GgmlType::Q5_1 => dequantize_blocks(BlockQ5_1, bytes, out),
         GgmlType::Q8_0 => dequantize_blocks(BlockQ8_0, bytes, out),
         GgmlType::Q4_K => dequantize_blocks(BlockQ4_K, bytes, out),
         GgmlType::Q5_K => dequantize_blocks(BlockQ5_K, bytes, out),
@@ -159,6 +171,8 @@ pub fn dot_rows_quant<const R: usize>(ggml_type: GgmlType, row: &[u8], xs: [&[f3
         GgmlType::BF16 => dot_blocks(LanesBf16, row, xs),
         GgmlType::Q4_0 => dot_blocks(BlockQ4_0, row, xs),
         GgmlType::Q4_1 => dot_blocks(BlockQ4_1, row, xs),
+        GgmlType::Q5_0 => dot_blocks(BlockQ5_0, row, xs),
+        GgmlType::Q5_1 => dot_blocks(BlockQ5_1, row, xs),
         GgmlType::Q8_0 => dot_blocks(BlockQ8_0, row, xs),
         GgmlType::Q4_K => dot_blocks(BlockQ4_K, row, xs),
         GgmlType::Q5_K => dot_blocks(BlockQ5_K, row, xs),
@@ -291,6 +305,8 @@ impl BlockFormat<{ 2 * LANES }, LANES> for LanesBf16 {
 
 const Q4_0_BYTES: usize = 18;
 const Q4_1_BYTES: usize = 20;
+const Q5_0_BYTES: usize = 22;
+const Q5_1_BYTES: usize = 24;
 const Q8_0_BYTES: usize = 34;
 
 /// Q4_0: 32 weights in 18 bytes, `w = d·(q − 8)` with 4-bit `q`.
@@ -329,6 +345,53 @@ impl BlockFormat<Q4_1_BYTES, 32> for BlockQ4_1 {
             let q = b[4 + j];
             out[j] = d * (q & 0x0F) as f32 + m;
             out[j + 16] = d * (q >> 4) as f32 + m;
+        }
+    }
+}
+
+/// The 5-bit values of a Q5_0/Q5_1 block: nibbles as in Q4 (low nibbles weights 0–15, high
+/// nibbles 16–31), the fifth bit of weight `e` is bit `e` of the little-endian u32 `qh`.
+#[inline(always)]
+fn q5_values(qh: &[u8], qs: &[u8]) -> [u8; 32] {
+    let qh = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+    let mut q = [0u8; 32];
+    for j in 0..16 {
+        q[j] = (qs[j] & 0x0F) | ((((qh >> j) & 1) as u8) << 4);
+        q[j + 16] = (qs[j] >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
+    }
+    q
+}
+
+/// Q5_0: 32 weights in 22 bytes, `w = d·(q − 16)` with 5-bit `q`.
+/// ```text
+/// byte  0  1 | 2  …  5          | 6        …  21
+///       d f16 | qh (fifth bits) | q16 q0 | … | q31 q15   (low four bits)
+/// ```
+struct BlockQ5_0;
+
+impl BlockFormat<Q5_0_BYTES, 32> for BlockQ5_0 {
+    #[inline(always)]
+    fn decode(b: &[u8; Q5_0_BYTES], out: &mut [f32; 32]) {
+        let d = f16_at(b, 0);
+        for (o, q) in out.iter_mut().zip(q5_values(&b[2..6], &b[6..])) {
+            *o = (q as i32 - 16) as f32 * d;
+        }
+    }
+}
+
+/// Q5_1: 32 weights in 24 bytes, `w = d·q + m` with 5-bit `q`.
+/// ```text
+/// byte  0  1 | 2  3  | 4  …  7 | 8  …  23
+///       d f16 | m f16 | qh      | qs
+/// ```
+struct BlockQ5_1;
+
+impl BlockFormat<Q5_1_BYTES, 32> for BlockQ5_1 {
+    #[inline(always)]
+    fn decode(b: &[u8; Q5_1_BYTES], out: &mut [f32; 32]) {
+        let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+        for (o, q) in out.iter_mut().zip(q5_values(&b[4..8], &b[8..])) {
+            *o = q as f32 * d + m;
         }
     }
 }
@@ -483,7 +546,7 @@ mod tests {
     use super::*;
     use crate::kernels::dot;
 
-    const ALL: [GgmlType; 9] = GgmlType::ALL;
+    const ALL: [GgmlType; 11] = GgmlType::ALL;
 
     /// A fixture from `make_quant_fixtures.py`: raw blocks and the `gguf` package's decoding.
     struct Fixture {
@@ -498,6 +561,8 @@ mod tests {
             GgmlType::BF16 => include_bytes!("../../../tests/fixtures/quant/bf16.bin"),
             GgmlType::Q4_0 => include_bytes!("../../../tests/fixtures/quant/q4_0.bin"),
             GgmlType::Q4_1 => include_bytes!("../../../tests/fixtures/quant/q4_1.bin"),
+            GgmlType::Q5_0 => include_bytes!("../../../tests/fixtures/quant/q5_0.bin"),
+            GgmlType::Q5_1 => include_bytes!("../../../tests/fixtures/quant/q5_1.bin"),
             GgmlType::Q8_0 => include_bytes!("../../../tests/fixtures/quant/q8_0.bin"),
             GgmlType::Q4_K => include_bytes!("../../../tests/fixtures/quant/q4_k.bin"),
             GgmlType::Q5_K => include_bytes!("../../../tests/fixtures/quant/q5_k.bin"),
@@ -528,6 +593,8 @@ mod tests {
             (1, GgmlType::F16, 1, 2),
             (2, GgmlType::Q4_0, 32, 18),
             (3, GgmlType::Q4_1, 32, 20),
+            (6, GgmlType::Q5_0, 32, 22),
+            (7, GgmlType::Q5_1, 32, 24),
             (8, GgmlType::Q8_0, 32, 34),
             (12, GgmlType::Q4_K, 256, 144),
             (13, GgmlType::Q5_K, 256, 176),
@@ -538,7 +605,7 @@ mod tests {
             assert_eq!(GgmlType::from_id(id), Some(t));
             assert_eq!((t.block_len(), t.block_bytes()), (len, bytes), "{}", t.name());
         }
-        for unsupported in [4, 6, 7, 9, 10, 11, 15, 16, 24, 28, 31, 39, 1000] {
+        for unsupported in [4, 5, 9, 10, 11, 15, 16, 24, 28, 31, 39, 1000] {
             assert_eq!(GgmlType::from_id(unsupported), None);
         }
         assert_eq!(GgmlType::Q4_K.row_bytes(576), None);

@@ -140,17 +140,19 @@ fn random_row(format: GgmlType, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32
             packed::dequantize_row(ty, &stored, &mut values);
             (stored, values)
         }
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+        GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
             let (ty, scales_at) = match format {
-                GgmlType::Q4_K => (GgmlType::Q4_K, &[0usize, 2][..]),
+                GgmlType::Q5_0 => (GgmlType::Q5_0, &[0usize][..]),
+                GgmlType::Q5_1 => (GgmlType::Q5_1, &[0, 2][..]),
+                GgmlType::Q4_K => (GgmlType::Q4_K, &[0, 2][..]),
                 GgmlType::Q5_K => (GgmlType::Q5_K, &[0, 2][..]),
                 _ => (GgmlType::Q6_K, &[208][..]),
             };
             let block = ty.block_bytes();
-            let mut stored = noise(cols / 256 * block);
+            let mut stored = noise(cols / ty.block_len() * block);
             for b in stored.chunks_exact_mut(block) {
                 for &at in scales_at {
-                    scale(b, at, 0.001 + (b[20] as f32) / 25500.0);
+                    scale(b, at, 0.001 + (b[20] as f32) / 25500.0 - if at == 2 { 0.004 } else { 0.0 });
                 }
             }
             dequantize_row(ty, &stored, &mut values);
@@ -322,12 +324,16 @@ fn rope_and_kv_append_match_the_cpu() {
 }
 
 /// Grouped-query causal attention, with more keys than a 64-key tile and a head size that is not
-/// a multiple of 64, against `kernels::attention::attend`; the pattern is written only on request.
+/// a multiple of 64, against `kernels::attention::attend`; sliding windows (one starting inside
+/// the first tile, one shorter than the prompt) and a divisor other than √hd; the pattern is
+/// written only on request.
 #[test]
 fn attention_matches_the_cpu() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(17);
-    for (n_head, n_kv, hd, n, pos0) in [(4, 2, 40, 3, 70), (2, 2, 8, 9, 0)] {
+    let cases = [(4, 2, 40, 3, 70, 0), (2, 2, 8, 9, 0, 0), (4, 2, 40, 3, 70, 70), (2, 1, 16, 9, 0, 4)];
+    for (n_head, n_kv, hd, n, pos0, window) in cases {
+        let divisor = if window == 0 { (hd as f32).sqrt() } else { 3.0 };
         let (q_dim, kv_dim) = (n_head * hd, n_kv * hd);
         let qkv_dim = q_dim + 2 * kv_dim;
         let qkv = random(&mut rng, n * qkv_dim, 2.0);
@@ -345,6 +351,8 @@ fn attention_matches_the_cpu() {
                 pos0 as u32,
                 capture as u32,
                 0,
+                window as u32,
+                divisor.to_bits(),
             ];
             let out = dispatch(
                 &gpu,
@@ -360,7 +368,8 @@ fn attention_matches_the_cpu() {
                     let col = (h / (n_head / n_kv)) * hd;
                     let (mut probs, mut o) = (vec![0.0; pos0 + t + 1], vec![0.0; hd]);
                     let cache = attention::HeadCache { keys: &keys[col..], values: &values[col..], stride: kv_dim };
-                    attention::attend(q, &cache, 0..pos0 + t + 1, (hd as f32).sqrt(), &mut probs, &mut o);
+                    let first = if window > 0 { (pos0 + t + 1).saturating_sub(window) } else { 0 };
+                    attention::attend(q, &cache, first..pos0 + t + 1, divisor, &mut probs, &mut o);
                     for (i, want) in o.iter().enumerate() {
                         assert!((out[3][t * q_dim + h * hd + i] - want).abs() <= 1e-5, "output [{t},{h},{i}]");
                     }
@@ -397,10 +406,18 @@ fn activations_match_the_cpu() {
             want[i]
         );
     }
-    let out = dispatch(&gpu, Kernel::SiluMul, &[count as u32], &[bytes(&up), bytes(&gate)], groups);
-    let mut want = up.clone();
-    activation::silu_mul(&gate, &mut want);
-    for i in 0..count {
-        assert!((out[0][i] - want[i]).abs() <= 2e-6 * want[i].abs().max(1.0), "silu_mul {i}");
+    // The gate's activation agrees within 2e-6 (absolute, or relative past 1) as above; `up`
+    // scales that error.
+    type Gated = fn(&[f32], &mut [f32]);
+    let gated: [(Kernel, Gated); 2] =
+        [(Kernel::SiluMul, activation::silu_mul), (Kernel::GeluMul, activation::gelu_mul)];
+    for (kernel, cpu) in gated {
+        let out = dispatch(&gpu, kernel, &[count as u32], &[bytes(&up), bytes(&gate)], groups);
+        let mut want = up.clone();
+        cpu(&gate, &mut want);
+        for i in 0..count {
+            let tolerance = 2e-6 * want[i].abs().max(up[i].abs()).max(1.0);
+            assert!((out[0][i] - want[i]).abs() <= tolerance, "{kernel:?}: {} vs {}", out[0][i], want[i]);
+        }
     }
 }

@@ -509,3 +509,42 @@ fn wrongly_typed_gguf_keys_name_the_key() {
         other => panic!("expected a metadata type error, got {other:?}"),
     }
 }
+
+/// Gemma-3-270M's SentencePiece vocabulary (262,144 tokens; `npm run fetch:gemma`), id for id
+/// as transformers encodes it (tests/fixtures/gemma3-270m/make_tokenizer_cases.py): Gemma's merge
+/// order, byte fallback, whitespace tokens, added tokens (`\n\n`, `<td>`), BOS.
+#[test]
+fn gemma3_sentencepiece_matches_transformers() {
+    #[derive(Deserialize)]
+    struct GemmaCase {
+        text: String,
+        ids: Vec<u32>,
+    }
+    let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/models/gemma-3-270m-q4_k_m.gguf"));
+    if !path.exists() {
+        eprintln!("SKIPPED: {} is absent (`npm run fetch:gemma` fetches it)", path.display());
+        return;
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    let file = GgufFile::parse(&bytes).unwrap();
+    let started = Instant::now();
+    let tokenizer = Tokenizer::from_gguf(&file).unwrap();
+    eprintln!("Gemma's tokenizer built in {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
+    assert!(matches!(tokenizer, Tokenizer::SentencePiece(_)));
+    let cases: Vec<GemmaCase> = serde_json::from_slice(
+        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/gemma3-270m/tokenizer_cases.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    for case in &cases {
+        assert_eq!(tokenizer.encode(&case.text).unwrap(), case.ids, "{:?}", case.text);
+    }
+    // Decoding gives the text back after the BOS (byte-fallback pieces joined into characters).
+    for case in cases.iter().filter(|c| !c.text.contains("<bos>")) {
+        assert_eq!(tokenizer.decode(&case.ids[1..]).unwrap(), case.text, "decode {:?}", case.text);
+    }
+    let started = Instant::now();
+    let long = cases.iter().map(|c| c.text.as_str()).collect::<Vec<_>>().join(" ").repeat(20);
+    let n = tokenizer.encode(&long).unwrap().len();
+    eprintln!("{n} tokens of mixed text in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+}

@@ -41,6 +41,7 @@ use super::added_tokens::AddedToken;
 use super::bpe::{BpeConfig, BpeTokenizer};
 use super::byte_level::{char_to_byte, BYTE_TO_CHAR};
 use super::chat::ChatMl;
+use super::sentencepiece::{Spm, SpmFlavor, SpmVocab};
 use super::SpecialTokens;
 use crate::error::{Error, Result};
 use crate::formats::gguf::{Array, GgufFile, Value};
@@ -59,8 +60,13 @@ const TOKEN_TYPE_MAX: i32 = 6;
 /// fills it from a parsed file; tests and other readers can fill it by hand.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GgufVocab<'a> {
-    /// `tokenizer.ggml.model`. gptlens reads `gpt2` (byte-level BPE).
+    /// `tokenizer.ggml.model`. gptlens reads `gpt2` (byte-level BPE) and `llama` (SentencePiece
+    /// BPE, see `sentencepiece`).
     pub model: &'a str,
+    /// `general.architecture`: picks the SentencePiece flavour (Gemma's or LLaMA's).
+    pub architecture: Option<&'a str>,
+    /// `tokenizer.ggml.scores`: one per token (SentencePiece vocabularies).
+    pub scores: Option<&'a [f32]>,
     /// `tokenizer.ggml.pre`: `smollm` or `gpt2`.
     pub pre: Option<&'a str>,
     /// `tokenizer.ggml.tokens`: token `i` has id `i`, spelled in GPT-2's byte alphabet (`Ġthe`).
@@ -92,6 +98,11 @@ impl<'a> GgufVocab<'a> {
         let optional_bool = |key: &str| optional(file, key, "a bool", Value::as_bool);
         Ok(Self {
             model: file.get_str("tokenizer.ggml.model")?,
+            architecture: optional_str("general.architecture")?,
+            scores: optional(file, "tokenizer.ggml.scores", "an array of f32", |value| match value.as_array()? {
+                Array::F32(scores) => Some(scores.as_slice()),
+                _ => None,
+            })?,
             pre: optional_str("tokenizer.ggml.pre")?,
             tokens: file.get_str_array("tokenizer.ggml.tokens")?,
             token_types: optional(file, "tokenizer.ggml.token_type", "an array of i32", |value| {
@@ -129,10 +140,42 @@ fn optional<'f, 'd, T>(
     cast(value).map(Some).ok_or_else(|| Error::MetadataType { key: key.to_string(), expected, got: value.describe() })
 }
 
+/// A SentencePiece vocabulary (`tokenizer.ggml.model = llama`), Gemma's flavour for the Gemma
+/// architectures and LLaMA's for every other, as transformers picks them.
+pub(super) fn build_sentencepiece(vocab: &GgufVocab<'_>) -> Result<Spm> {
+    let n_tokens = u32::try_from(vocab.tokens.len()).map_err(|_| {
+        Error::Tokenizer(format!("tokenizer.ggml.tokens has {} tokens, too many for 32-bit ids", vocab.tokens.len()))
+    })?;
+    let token_types = check_token_types(vocab.token_types, vocab.tokens)?;
+    let special = SpecialTokens {
+        bos: check_id(vocab.bos, "bos_token_id", n_tokens)?,
+        eos: check_id(vocab.eos, "eos_token_id", n_tokens)?,
+        unk: check_id(vocab.unk, "unknown_token_id", n_tokens)?,
+        pad: check_id(vocab.pad, "padding_token_id", n_tokens)?,
+    };
+    let flavor = match vocab.architecture {
+        Some("gemma" | "gemma2" | "gemma3") => SpmFlavor::Gemma,
+        _ => SpmFlavor::Llama,
+    };
+    let spm = Spm::new(SpmVocab {
+        tokens: vocab.tokens,
+        scores: vocab.scores,
+        token_types,
+        flavor,
+        special,
+        prepend: framing(vocab.add_bos, special.bos, "add_bos_token", "bos_token_id")?,
+        append: framing(vocab.add_eos, special.eos, "add_eos_token", "eos_token_id")?,
+    });
+    spm.map_err(|e| match e {
+        Error::Tokenizer(message) => Error::Tokenizer(format!("GGUF vocabulary: {message}")),
+        other => other,
+    })
+}
+
 pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
     if vocab.model != "gpt2" {
         return Err(Error::Tokenizer(format!(
-            "tokenizer.ggml.model is `{}`; gptlens reads `gpt2` (byte-level BPE) only",
+            "tokenizer.ggml.model is `{}`; gptlens reads `gpt2` (byte-level BPE) and `llama` (SentencePiece)",
             vocab.model
         )));
     }

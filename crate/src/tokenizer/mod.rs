@@ -31,10 +31,12 @@ mod chat;
 mod gguf_vocab;
 mod load;
 mod pretokenize;
+mod sentencepiece;
 
 pub use bpe::BpeTokenizer;
 pub use chat::ChatMl;
 pub use gguf_vocab::{GgufVocab, TOKEN_TYPE_CONTROL, TOKEN_TYPE_NORMAL, TOKEN_TYPE_USER_DEFINED};
+pub use sentencepiece::{Spm, SpmFlavor};
 
 use crate::formats::gguf::GgufFile;
 
@@ -70,6 +72,8 @@ pub struct SpecialTokens {
 pub enum Tokenizer {
     /// Byte-level BPE (GPT-2 and its family), loaded from the model's tokenizer files.
     Bpe(BpeTokenizer),
+    /// SentencePiece BPE with byte fallback (LLaMA 1/2, Gemma), from GGUF metadata.
+    SentencePiece(Spm),
     /// For byte-level models: ids are byte values, the vocabulary has 256 entries.
     Bytes,
 }
@@ -90,7 +94,10 @@ impl Tokenizer {
     /// the `smollm` or `gpt2` pre-tokenizer). Control and user-defined tokens are matched whole
     /// in the text; [`Tokenizer::encode`] adds BOS / EOS when `add_bos` / `add_eos` say so.
     pub fn from_gguf_vocab(vocab: &GgufVocab<'_>) -> Result<Tokenizer> {
-        gguf_vocab::build(vocab).map(Tokenizer::Bpe)
+        match vocab.model {
+            "llama" => gguf_vocab::build_sentencepiece(vocab).map(Tokenizer::SentencePiece),
+            _ => gguf_vocab::build(vocab).map(Tokenizer::Bpe),
+        }
     }
 
     /// [`Tokenizer::from_gguf_vocab`] on the metadata of a parsed GGUF file.
@@ -102,6 +109,7 @@ impl Tokenizer {
     pub fn special_tokens(&self) -> SpecialTokens {
         match self {
             Tokenizer::Bpe(bpe) => bpe.special_tokens(),
+            Tokenizer::SentencePiece(spm) => spm.special_tokens(),
             Tokenizer::Bytes => SpecialTokens::default(),
         }
     }
@@ -110,7 +118,7 @@ impl Tokenizer {
     pub fn chat_template(&self) -> Option<&ChatMl> {
         match self {
             Tokenizer::Bpe(bpe) => bpe.chat(),
-            Tokenizer::Bytes => None,
+            Tokenizer::SentencePiece(_) | Tokenizer::Bytes => None,
         }
     }
 
@@ -127,6 +135,7 @@ impl Tokenizer {
     pub fn vocab_size(&self) -> usize {
         match self {
             Tokenizer::Bpe(bpe) => bpe.vocab_size(),
+            Tokenizer::SentencePiece(spm) => spm.vocab_size(),
             Tokenizer::Bytes => BYTE_VOCAB_SIZE,
         }
     }
@@ -136,6 +145,7 @@ impl Tokenizer {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         Ok(match self {
             Tokenizer::Bpe(bpe) => bpe.encode(text),
+            Tokenizer::SentencePiece(spm) => spm.encode(text),
             Tokenizer::Bytes => text.bytes().map(u32::from).collect(),
         })
     }
@@ -171,6 +181,7 @@ impl Tokenizer {
     pub fn token_id(&self, token: &str) -> Option<u32> {
         match self {
             Tokenizer::Bpe(bpe) => bpe.token_id(token),
+            Tokenizer::SentencePiece(spm) => spm.token_id(token),
             Tokenizer::Bytes => match token.as_bytes() {
                 [byte] => Some(u32::from(*byte)),
                 _ => None,
@@ -182,6 +193,7 @@ impl Tokenizer {
     fn bytes_of(&self, id: u32) -> Result<Option<&[u8]>> {
         match self {
             Tokenizer::Bpe(bpe) => bpe.token_bytes(id),
+            Tokenizer::SentencePiece(spm) => spm.token_bytes(id).map(Some),
             Tokenizer::Bytes => match BYTE_VALUES.get(id as usize..=id as usize) {
                 Some(byte) => Ok(Some(byte)),
                 None => Err(Error::TokenOutOfRange { id, vocab: BYTE_VOCAB_SIZE }),

@@ -476,8 +476,10 @@ fn malformed_metadata_is_an_error() {
     let message = tokenizer_error(&GgufVocab { add_eos: true, ..good });
     assert!(message.contains("add_eos_token"), "{message}");
 
+    let message = tokenizer_error(&GgufVocab { model: "bert", ..good });
+    assert!(message.contains("`bert`") && message.contains("`llama` (SentencePiece)"), "{message}");
     let message = tokenizer_error(&GgufVocab { model: "llama", ..good });
-    assert!(message.contains("`llama`"), "{message}");
+    assert!(message.contains("tokenizer.ggml.scores"), "a SentencePiece vocabulary needs its scores: {message}");
     let message = tokenizer_error(&GgufVocab { pre: Some("qwen2"), ..good });
     assert!(message.contains("`qwen2`"), "{message}");
     let message = tokenizer_error(&GgufVocab { pre: None, ..good });

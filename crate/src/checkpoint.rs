@@ -14,8 +14,12 @@ use crate::tokenizer::Tokenizer;
 
 pub struct Checkpoint {
     pub model: Arc<Model>,
-    /// `None` when the files hold no tokenizer: the model then runs on token ids only.
+    /// `None` when the files hold no tokenizer, or one gptlens cannot read
+    /// ([`Checkpoint::tokenizer_problem`] says why): the model then runs on token ids only.
     pub tokenizer: Option<Tokenizer>,
+    /// Why the GGUF's vocabulary could not be made a tokenizer (an unknown pre-tokenizer, say).
+    /// Such a model still loads; only text needs the tokenizer.
+    pub tokenizer_problem: Option<String>,
     /// The model's own name when its files give one: GGUF `general.name`, or config.json's
     /// `_name_or_path` (what `transformers` saved it from).
     pub name: Option<String>,
@@ -78,7 +82,17 @@ impl Checkpoint {
             .ok()
             .and_then(|v| v.get("_name_or_path")?.as_str().map(str::to_owned))
             .filter(|n| !n.trim().is_empty());
-        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, name })
+        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, tokenizer_problem: None, name })
+    }
+
+    /// The tokenizer, or why there is none: no tokenizer files, or a vocabulary gptlens cannot
+    /// read ([`Error::UnreadableTokenizer`], naming what is missing).
+    pub fn tokenizer(&self) -> Result<&Tokenizer> {
+        match (&self.tokenizer, &self.tokenizer_problem) {
+            (Some(tokenizer), _) => Ok(tokenizer),
+            (None, Some(problem)) => Err(Error::UnreadableTokenizer(problem.clone())),
+            (None, None) => Err(Error::NoTokenizer),
+        }
     }
 
     /// Loads a GGUF file: config, weights (quantized blocks kept as stored) and, when its metadata
@@ -96,13 +110,17 @@ impl Checkpoint {
         let file = GgufFile::parse(bytes)?;
         let config = gguf_config::parse(&file)?;
         let weights = Weights::from_gguf(&config, &file, budget)?;
-        let tokenizer = match file.metadata("tokenizer.ggml.model") {
-            Some(_) => Some(Tokenizer::from_gguf(&file)?),
-            None => None,
+        // A vocabulary gptlens cannot read does not stop the model: token ids still run it.
+        let (tokenizer, tokenizer_problem) = match file.metadata("tokenizer.ggml.model") {
+            None => (None, None),
+            Some(_) => match Tokenizer::from_gguf(&file) {
+                Ok(tokenizer) => (Some(tokenizer), None),
+                Err(e) => (None, Some(e.to_string())),
+            },
         };
         let name =
             file.metadata("general.name").and_then(|v| v.as_str()).map(str::to_owned).filter(|n| !n.trim().is_empty());
-        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, name })
+        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, tokenizer_problem, name })
     }
 
     /// Loads a model folder, a `.gguf` file, or a `.safetensors` file with its `config.json` (and
@@ -153,6 +171,46 @@ impl Checkpoint {
         }
         let files = owned.iter().map(|(k, v)| (k.clone(), v.as_slice())).collect();
         Checkpoint::from_files_with(&files, options)
+    }
+}
+
+/// Only the tokenizer of a model, for `gptlens tokenize`: from a `.gguf` (one with a vocabulary
+/// and no tensors is enough), a `tokenizer.json`, or a folder holding either or `vocab.json` +
+/// `merges.txt`. No weights are read.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn open_tokenizer(path: &std::path::Path) -> Result<Tokenizer> {
+    let budget = Budget::resolve(None, 0)?;
+    let read = |p: &std::path::Path| read_bounded(p, &budget, None);
+    let from_gguf = |p: &std::path::Path| {
+        let bytes = read_bounded(p, &budget, Some(crate::formats::gguf::check_prefix))?;
+        let file = GgufFile::parse(&bytes)?;
+        match file.metadata("tokenizer.ggml.model") {
+            Some(_) => Tokenizer::from_gguf(&file),
+            None => Err(Error::NoTokenizer),
+        }
+    };
+    let in_dir = |name: &str| Some(path.join(name)).filter(|p| p.is_file());
+    if !path.is_dir() {
+        return match path.extension().and_then(|e| e.to_str()) {
+            Some("gguf") => from_gguf(path),
+            _ => Tokenizer::from_tokenizer_json(&read(path)?),
+        };
+    }
+    if let Some(json) = in_dir("tokenizer.json") {
+        return Tokenizer::from_tokenizer_json(&read(&json)?);
+    }
+    if let (Some(vocab), Some(merges)) = (in_dir("vocab.json"), in_dir("merges.txt")) {
+        return Tokenizer::from_vocab_merges(&read(&vocab)?, &read(&merges)?);
+    }
+    let entries = std::fs::read_dir(path).map_err(|source| Error::Io { path: path.display().to_string(), source })?;
+    let gguf: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
+        .collect();
+    match gguf.as_slice() {
+        [one] => from_gguf(one),
+        _ => Err(Error::NoTokenizer),
     }
 }
 

@@ -46,6 +46,9 @@ pub enum Error {
     #[error("this model has no tokenizer files (tokenizer.json, or vocab.json + merges.txt); pass token ids instead of text")]
     NoTokenizer,
 
+    #[error("this model's tokenizer cannot be read ({0}); pass token ids instead of text")]
+    UnreadableTokenizer(String),
+
     #[error("token id {id} is out of range: the vocabulary has {vocab} tokens (ids 0..{vocab})")]
     TokenOutOfRange { id: u32, vocab: usize },
 

@@ -298,3 +298,50 @@ fn the_backend_flag_still_works() {
         "safetensors",
     );
 }
+
+/// `gptlens tokenize` reads only a tokenizer: from a GGUF holding a vocabulary and no tensors
+/// (tests/fixtures/tokenizer/vocab-only.gguf, this fixture's tokenizer.json written as llama.cpp
+/// writes one), from tokenizer.json, or from a model folder; every route gives Python's ids.
+#[test]
+fn tokenize_prints_ids_and_pieces_from_any_tokenizer_source() {
+    let want = ids(&reference("gpt2-tiny-f32")["tokens"]);
+    let sources = [
+        fixture("tokenizer/vocab-only.gguf"),
+        fixture("tokenizer/tokenizer.json"),
+        fixture("gpt2-tiny-f32"),
+        fixture("tokenizer"),
+    ];
+    for source in sources {
+        let out = stdout(&gptlens(&["tokenize", "--model", &source.display().to_string(), "--text", PROMPT, "--json"]));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let got: Vec<u32> = v["ids"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
+        assert_eq!(got, want, "{}", source.display());
+        let pieces: Vec<&str> = v["pieces"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+        assert_eq!(pieces.concat(), PROMPT, "{}: the pieces spell the text", source.display());
+    }
+    let plain = stdout(&gptlens(&["tokenize", "--model", &f32_model(), "--text", "The"]));
+    assert_eq!(plain, format!("{}\tThe\n", want[0]));
+    // A model without tokenizer files says so rather than guessing.
+    let out = gptlens(&["tokenize", "--model", &fixture("llama-tiny").display().to_string(), "--text", "x"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no tokenizer"));
+}
+
+/// A GGUF whose vocabulary gptlens cannot read (here an unknown pre-tokenizer) still loads: token
+/// ids run it, and text is refused with the reason.
+#[test]
+fn a_model_with_an_unreadable_tokenizer_runs_on_ids() {
+    let mut bytes = std::fs::read(fixture("llama-tiny-q/model.gguf")).unwrap();
+    let at = bytes.windows(5).position(|w| w == b"gpt-2").expect("the fixture's pre-tokenizer is gpt-2");
+    bytes[at..at + 5].copy_from_slice(b"gpt-9");
+    let path = std::env::temp_dir().join(format!("gptlens-cli-unreadable-{}.gguf", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let model = path.display().to_string();
+    let out = stdout(&gptlens(&["run", "--model", &model, "--tokens", "1,2,3", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["tokens"].as_array().unwrap().len(), 3);
+    let out = gptlens(&["run", "--model", &model, "--prompt", "hello"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "text needs the tokenizer");
+    assert!(stderr.contains("tokenizer cannot be read") && stderr.contains("`gpt-9`"), "{stderr}");
+    std::fs::remove_file(&path).unwrap();
+}

@@ -2,7 +2,7 @@
 // with their sizes at /models/index.json and served from where they lie (never copied into the
 // build: the real model is ~100 MB). Both Vite servers (dev and preview) mount it, so the list is
 // read from disk when asked for: a model dropped into assets/models/ appears on the next reload.
-import { createReadStream, existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { closeSync, createReadStream, existsSync, openSync, readFileSync, readSync, readdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Connect, Plugin } from 'vite';
 import type { Catalog, CatalogModel } from '../src/catalog.ts';
@@ -81,10 +81,24 @@ const TOKENIZER_FILES = ['tokenizer.json', 'vocab.json', 'merges.txt'];
 // The fixtures' recorded PyTorch outputs are safetensors too, but not weights.
 const NOT_WEIGHTS = new Set(['reference.safetensors']);
 
+/**
+ * A GGUF that holds tensors: one with none is a tokenizer's vocabulary (what `gptlens tokenize`
+ * reads), not a model the page could load. The count is the u64 after the magic and version.
+ */
+function ggufHasTensors(path: string): boolean {
+  const header = Buffer.alloc(16);
+  const fd = openSync(path, 'r');
+  try {
+    return readSync(fd, header, 0, 16, 0) === 16 && header.readBigUInt64LE(8) > 0n;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** The model a folder holds: one .gguf, or config.json + one .safetensors (+ tokenizer files). */
 function folderModel(dir: string): string[] | undefined {
   const names = readdirSync(dir).filter((name) => statSync(join(dir, name)).isFile());
-  const gguf = names.filter((name) => name.endsWith('.gguf'));
+  const gguf = names.filter((name) => name.endsWith('.gguf') && ggufHasTensors(join(dir, name)));
   if (gguf.length === 1) return gguf;
   const weights = names.filter((name) => name.endsWith('.safetensors') && !NOT_WEIGHTS.has(name));
   if (weights.length !== 1 || !names.includes('config.json')) return undefined;
@@ -125,7 +139,7 @@ export function listModels(repo: string): Listing {
       if (statSync(path).isDirectory()) {
         const files = folderModel(path);
         if (files) add(listing, source, name, files, name);
-      } else if (name.endsWith('.gguf')) {
+      } else if (name.endsWith('.gguf') && ggufHasTensors(path)) {
         add(listing, source, '', [name], basename(name, '.gguf'));
       }
     }

@@ -58,6 +58,18 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Print the token ids and pieces of a text. Reads only the tokenizer: a .gguf (one holding a
+    /// vocabulary and no tensors will do), a tokenizer.json, or a folder with either.
+    Tokenize {
+        /// A .gguf, a tokenizer.json, or a model folder.
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long)]
+        text: String,
+        /// Print {"ids": [...], "pieces": [...]} instead of one token per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Continue a prompt, printing text as it is generated.
     Generate {
         #[command(flatten)]
@@ -103,7 +115,7 @@ impl Input {
         let ckpt = Checkpoint::open(&self.model)?;
         let tokens = match (&self.prompt, &self.tokens) {
             (_, Some(ids)) => ids.clone(),
-            (Some(text), None) => ckpt.tokenizer.as_ref().ok_or(Error::NoTokenizer)?.encode(text)?,
+            (Some(text), None) => ckpt.tokenizer()?.encode(text)?,
             (None, None) => return Err(Error::InvalidArgument("give --prompt or --tokens".into())),
         };
         Ok(Loaded { ckpt, tokens })
@@ -185,6 +197,18 @@ fn session(ckpt: &Checkpoint, choice: BackendChoice) -> Result<Session> {
 fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
     match command {
+        Command::Tokenize { model, text, json } => {
+            let tokenizer = gptlens::checkpoint::open_tokenizer(&model)?;
+            let ids = tokenizer.encode(&text)?;
+            let pieces: Vec<String> = ids.iter().map(|&id| label(Some(&tokenizer), id)).collect();
+            if json {
+                out!(stdout, "{}", serde_json::json!({ "ids": ids, "pieces": pieces }));
+            } else {
+                for (id, piece) in ids.iter().zip(&pieces) {
+                    out!(stdout, "{id}\t{piece}");
+                }
+            }
+        }
         Command::Run { input, top, temperature, json } => {
             let Loaded { ckpt, tokens } = input.load()?;
             let tok = ckpt.tokenizer.as_ref();

@@ -54,8 +54,10 @@ export interface ModelInfo {
   nParams: number;
   /** Bytes the weights occupy in memory (quantized weights stay quantized). */
   memoryBytes: number;
-  /** False when the checkpoint had no tokenizer files: use token ids then. */
+  /** False when the checkpoint had no tokenizer files, or one gptlens cannot read: use token ids then. */
   hasTokenizer: boolean;
+  /** Why the model's vocabulary could not be read as a tokenizer, when it could not. */
+  tokenizerProblem?: string;
   /** True when `chatPrompt` can wrap text in the model's chat template (e.g. ChatML). */
   hasChatTemplate: boolean;
   /** The token that ends a sequence: generation should stop there. */

@@ -41,6 +41,9 @@ struct ModelInfo {
     /// Bytes the weights occupy in memory (quantized blocks stay quantized).
     memory_bytes: usize,
     has_tokenizer: bool,
+    /// Why a GGUF's vocabulary could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tokenizer_problem: Option<String>,
     /// Whether [`Model::chat_prompt`] can wrap text in the model's chat template.
     has_chat_template: bool,
     /// The token that ends a sequence (generation stops there), and the one that starts it.
@@ -95,6 +98,7 @@ impl Model {
             n_params: model.weights.n_params(),
             memory_bytes: model.weights.memory_bytes(),
             has_tokenizer: self.checkpoint.tokenizer.is_some(),
+            tokenizer_problem: self.checkpoint.tokenizer_problem.clone(),
             has_chat_template: self.checkpoint.tokenizer.as_ref().is_some_and(|t| t.chat_template().is_some()),
             eos_token_id: c.eos_token_id,
             bos_token_id: c.bos_token_id,
@@ -177,6 +181,6 @@ impl Model {
 
 impl Model {
     fn tokenizer(&self) -> Result<&Tokenizer, Error> {
-        self.checkpoint.tokenizer.as_ref().ok_or(Error::NoTokenizer)
+        self.checkpoint.tokenizer()
     }
 }

@@ -90,7 +90,8 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
       const { info } = state.model.engine;
       chat.hidden = !info.hasChatTemplate;
       examples.hidden = !info.hasTokenizer;
-      box.placeholder = info.hasTokenizer ? 'Type a prompt…' : `This model has no tokenizer: type token ids (0–${info.vocabSize - 1})`;
+      const noTokenizer = info.tokenizerProblem ? `This model's tokenizer cannot be read (${info.tokenizerProblem})` : 'This model has no tokenizer';
+      box.placeholder = info.hasTokenizer ? 'Type a prompt…' : `${noTokenizer}: type token ids (0–${info.vocabSize - 1})`;
     }
     if (touched(changed, 'prompt', 'model') && state.model?.engine.info.hasChatTemplate) {
       const engine = state.model.engine;

@@ -550,3 +550,24 @@ fn gemma3_sentencepiece_matches_transformers() {
     let n = tokenizer.encode(&long).unwrap().len();
     eprintln!("{n} tokens of mixed text in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
 }
+
+/// A LLaMA-style SentencePiece vocabulary (tests/fixtures/tokenizer-spm: trained by
+/// `sentencepiece` with byte fallback, written as a vocabulary-only GGUF) id for id as
+/// transformers encodes it: score-ranked merges, `▁` prepended at the start only, `<s>` / `</s>`
+/// matched whole, bytes for unseen characters, BOS added.
+#[test]
+fn llama_sentencepiece_matches_transformers() {
+    #[derive(Deserialize)]
+    struct SpmCase {
+        text: String,
+        ids: Vec<u32>,
+    }
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tokenizer-spm"));
+    let bytes = std::fs::read(dir.join("vocab.gguf")).unwrap();
+    let tokenizer = Tokenizer::from_gguf(&GgufFile::parse(&bytes).unwrap()).unwrap();
+    let cases: Vec<SpmCase> = serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap();
+    for case in &cases {
+        assert_eq!(tokenizer.encode(&case.text).unwrap(), case.ids, "{:?}", case.text);
+    }
+    assert_eq!(tokenizer.special_tokens().bos, Some(1));
+}

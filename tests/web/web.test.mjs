@@ -1158,6 +1158,27 @@ test('“Wrap as chat” wraps once (SmolLM2-135M)', async (t) => {
   await page.close();
 });
 
+test('Gemma-3-270M (fetched on request): listed with its terms, its tokens, a map per head, the next token', async (t) => {
+  const file = 'gemma-3-270m-q4_k_m.gguf';
+  if (!existsSync(`${repo}/assets/models/${file}`)) {
+    t.skip(`assets/models has no ${file} (npm run fetch:gemma fetches it, under the Gemma Terms of Use)`);
+    return;
+  }
+  const page = await openPage({ model: `assets/${file}`, prompt: 'The capital of France is' });
+  const option = page.locator(`option[value="assets/${file}"]`);
+  assert.match(await option.innerText(), /Gemma Terms of Use/, 'the list names the terms');
+  // transformers' ids for this prompt (tests/fixtures/gemma3-270m: BOS, then SentencePiece).
+  assert.deepEqual(await chipIds(page), ['2', '818', '5279', '529', '7001', '563']);
+  const canvases = await gridCanvases(page);
+  assert.equal(canvases.length, 18 * 4, 'one canvas per layer × head');
+  assert.ok(canvases.slice(0, 8).every((canvas) => canvas.painted === 21), 'the causal triangles are painted');
+  const top = (await candidates(page)).slice(0, 3).map((candidate) => candidate.id);
+  assert.deepEqual(top, [506, 496, 9079], 'transformers’ top three: “ the”, “ a”, “ Paris”');
+  assert.match(await page.getByTestId('layernorm').innerText(), /RMSNorm/);
+  console.log(`Gemma-3-270M in the page: ${(await field(page, 'model')).replace(/\n/g, ' ')}; ${(await field(page, 'stages')).replace(/\n/g, ' ')}`);
+  await page.close();
+});
+
 test('no page of these tests broke the Content-Security-Policy', () => {
   assert.deepEqual(violations, []);
 });

@@ -480,8 +480,8 @@ fn malformed_metadata_is_an_error() {
     assert!(message.contains("`bert`") && message.contains("`llama` (SentencePiece)"), "{message}");
     let message = tokenizer_error(&GgufVocab { model: "llama", ..good });
     assert!(message.contains("tokenizer.ggml.scores"), "a SentencePiece vocabulary needs its scores: {message}");
-    let message = tokenizer_error(&GgufVocab { pre: Some("qwen2"), ..good });
-    assert!(message.contains("`qwen2`"), "{message}");
+    let message = tokenizer_error(&GgufVocab { pre: Some("tekken"), ..good });
+    assert!(message.contains("`tekken`") && message.contains("`llama-bpe`"), "{message}");
     let message = tokenizer_error(&GgufVocab { pre: None, ..good });
     assert!(message.contains("no tokenizer.ggml.pre"), "{message}");
     let message = tokenizer_error(&GgufVocab { tokens: &[], token_types: None, merges: Some(&[]), bos: None, ..good });
@@ -570,4 +570,25 @@ fn llama_sentencepiece_matches_transformers() {
         assert_eq!(tokenizer.encode(&case.text).unwrap(), case.ids, "{:?}", case.text);
     }
     assert_eq!(tokenizer.special_tokens().bos, Some(1));
+}
+
+/// Byte-level vocabularies with LLaMA 3's and Qwen2's pre-tokenizers
+/// (tests/fixtures/tokenizer-llama3-qwen2: trained by `tokenizers` with each split regex, written as
+/// vocabulary-only GGUFs with `tokenizer.ggml.pre` = `llama-bpe` / `qwen2`), id for id as
+/// transformers' GGUF tokenizer encodes them: contractions in any case, digits by three or one,
+/// line-break runs kept whole, a leading non-letter joining a word.
+#[test]
+fn llama3_and_qwen2_pre_tokenizers_match_transformers() {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tokenizer-llama3-qwen2"));
+    let cases: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap();
+    let texts: Vec<&str> = cases["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    for name in ["llama-bpe", "qwen2"] {
+        let bytes = std::fs::read(dir.join(format!("{name}.gguf"))).unwrap();
+        let tokenizer = Tokenizer::from_gguf(&GgufFile::parse(&bytes).unwrap()).unwrap();
+        for (text, want) in texts.iter().zip(cases[name].as_array().unwrap()) {
+            let want: Vec<u32> = want.as_array().unwrap().iter().map(|id| id.as_u64().unwrap() as u32).collect();
+            assert_eq!(tokenizer.encode(text).unwrap(), want, "{name}: {text:?}");
+            assert_eq!(tokenizer.decode(&want).unwrap(), *text, "{name}: decode {text:?}");
+        }
+    }
 }

@@ -8,7 +8,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use super::added_tokens::{AddedToken, AddedTokens, Segment};
 use super::byte_level::{token_bytes, BYTE_TO_CHAR};
 use super::chat::ChatMl;
-use super::pretokenize::{DigitPieces, Gpt2Splitter};
+use super::pretokenize::{DigitPieces, SplitPattern, Splitter};
 use super::SpecialTokens;
 use crate::error::{Error, Result};
 
@@ -26,8 +26,9 @@ pub(super) struct BpeConfig {
     /// Prepend a space to text that does not start with one, so the first word is spelled like
     /// every other word.
     pub(super) add_prefix_space: bool,
-    /// Split with GPT-2's pattern; without it each stretch of text is one word.
-    pub(super) split_with_gpt2_pattern: bool,
+    /// Split with this pattern (GPT-2's, LLaMA 3's, Qwen2's); without one each stretch of text is
+    /// one word.
+    pub(super) split: Option<SplitPattern>,
     /// Before anything else, make every numeric character a piece of its own (HF's
     /// `Digits(individual_digits)`, SmolLM2's pre-tokenizer).
     pub(super) split_digits: bool,
@@ -43,7 +44,7 @@ pub struct BpeTokenizer {
     vocab: HashMap<String, u32>,
     added: AddedTokens,
     add_prefix_space: bool,
-    splitter: Option<Gpt2Splitter>,
+    splitter: Option<Splitter>,
     split_digits: bool,
     merges: MergeTable,
     /// The vocabulary id of each byte's single-character token.
@@ -85,7 +86,7 @@ impl BpeTokenizer {
             merges: _,
             added_tokens,
             add_prefix_space,
-            split_with_gpt2_pattern,
+            split,
             split_digits,
             unknown_token,
             fuse_unknown,
@@ -109,7 +110,7 @@ impl BpeTokenizer {
             },
         };
         let byte_ids = std::array::from_fn(|byte| vocab.get(BYTE_TO_CHAR[byte].to_string().as_str()).copied());
-        let splitter = if split_with_gpt2_pattern { Some(Gpt2Splitter::new()?) } else { None };
+        let splitter = split.map(Splitter::new).transpose()?;
         let decoded = decode_table(&vocab, &added)?;
         Ok(Self {
             vocab,

@@ -41,6 +41,7 @@ use super::added_tokens::AddedToken;
 use super::bpe::{BpeConfig, BpeTokenizer};
 use super::byte_level::{char_to_byte, BYTE_TO_CHAR};
 use super::chat::ChatMl;
+use super::pretokenize::SplitPattern;
 use super::sentencepiece::{Spm, SpmFlavor, SpmVocab};
 use super::SpecialTokens;
 use crate::error::{Error, Result};
@@ -179,21 +180,24 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
             vocab.model
         )));
     }
-    let split_digits = match vocab.pre {
-        Some("smollm") => true,
+    const KNOWN: &str = "`smollm`, `gpt2`, `llama-bpe` and `qwen2`";
+    // The names transformers' GGUF loader maps to each pattern (`GGUF_PRE_TOKENIZER_SPLITS`).
+    let (split, split_digits) = match vocab.pre {
+        Some("smollm") => (SplitPattern::Gpt2, true),
         // llama.cpp's converter writes `gpt-2` for GPT-2's own vocabulary.
-        Some("gpt2" | "gpt-2") => false,
+        Some("gpt2" | "gpt-2") => (SplitPattern::Gpt2, false),
+        Some("llama-bpe" | "llama3" | "llama-v3" | "smaug-bpe" | "dbrx" | "falcon3") => (SplitPattern::Llama3, false),
+        Some("qwen2" | "deepseek-r1-qwen") => (SplitPattern::Qwen2, false),
         Some(other) => {
             return Err(Error::Tokenizer(format!(
-            "tokenizer.ggml.pre is `{other}`, a pre-tokenizer gptlens does not implement (it has `smollm` and `gpt2`)"
-        )))
+                "tokenizer.ggml.pre is `{other}`, a pre-tokenizer gptlens does not implement (it has {KNOWN})"
+            )))
         }
         None => {
-            return Err(Error::Tokenizer(
+            return Err(Error::Tokenizer(format!(
                 "the GGUF has no tokenizer.ggml.pre, so which pre-tokenizer goes with the vocabulary is unknown \
-                 (llama.cpp and transformers guess differently); gptlens has `smollm` and `gpt2`"
-                    .into(),
-            ))
+                 (llama.cpp and transformers guess differently); gptlens has {KNOWN}"
+            )))
         }
     };
     let tokens = vocab.tokens;
@@ -238,7 +242,7 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
         merges: Vec::new(),
         added_tokens,
         add_prefix_space: false,
-        split_with_gpt2_pattern: true,
+        split: Some(split),
         split_digits,
         unknown_token: None,
         fuse_unknown: false,

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::added_tokens::AddedToken;
 use super::bpe::{BpeConfig, BpeTokenizer};
+use super::pretokenize::SplitPattern;
 use crate::error::{Error, Result};
 
 /// GPT-2's end-of-text marker. vocab.json + merges.txt carry no list of special tokens, but
@@ -126,7 +127,7 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
         merges,
         added_tokens,
         add_prefix_space: byte_level.add_prefix_space,
-        split_with_gpt2_pattern: byte_level.use_regex,
+        split: byte_level.use_regex.then_some(SplitPattern::Gpt2),
         split_digits: false,
         unknown_token: model.unk_token,
         fuse_unknown: model.fuse_unk.unwrap_or(false),
@@ -156,7 +157,7 @@ pub(super) fn from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<
         merges,
         added_tokens,
         add_prefix_space: false,
-        split_with_gpt2_pattern: true,
+        split: Some(SplitPattern::Gpt2),
         split_digits: false,
         unknown_token: None,
         fuse_unknown: false,

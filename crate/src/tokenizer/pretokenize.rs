@@ -1,8 +1,8 @@
-//! GPT-2's pre-tokenizer: cuts text into the pieces ("words") that BPE merges never cross.
+//! Pre-tokenizers: cut text into the pieces ("words") that BPE merges never cross.
 //!
 //! GPT-2 splits with
 //! `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`.
-//! The `regex` crate has no look-ahead, so [`Gpt2Splitter`] searches without the
+//! The `regex` crate has no look-ahead, so [`Splitter`] searches without the
 //! `\s+(?!\S)` alternative and then applies it by hand: a whitespace run of two or more
 //! characters that is followed by non-whitespace gives its last character back, so that the
 //! next word can take it as its leading space (`"a  b"` → `"a"`, `" "`, `" b"`). This equals
@@ -10,6 +10,12 @@
 //! the text) or a whole run minus its last character, and falls through to `\s+` for a single
 //! whitespace character before a word. Both `\s` here and `char::is_whitespace` are Unicode's
 //! `White_Space` property, as is Oniguruma's `\s` used by Python `tokenizers`.
+//!
+//! LLaMA 3 (`llama-bpe`) and Qwen2 split with
+//! `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+//! (Qwen2: `\p{N}` one digit at a time). The same trick serves, with one difference: a whitespace
+//! run holding a line break is taken whole by `\s*[\r\n]+`, which comes first, so only a run
+//! without one can reach the look-ahead alternative and give its last character back.
 //!
 //! SmolLM2 (GGUF `tokenizer.ggml.pre = smollm`) first isolates every numeric character
 //! ([`DigitPieces`]) and runs GPT-2's pattern on the text between them: HF's
@@ -21,31 +27,60 @@ use regex::Regex;
 
 use crate::error::{Error, Result};
 
-/// GPT-2's pattern without the look-ahead alternative (see the module docs), anchored: every
-/// character starts some alternative, so each piece begins where the last ended, and anchoring
-/// spares the regex engine a reverse search for the match start.
-const GPT2_PATTERN_WITHOUT_LOOKAHEAD: &str = r"\A(?:'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+)";
+/// The split patterns gptlens implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SplitPattern {
+    Gpt2,
+    /// LLaMA 3's (`llama-bpe`): digits in runs of up to three.
+    Llama3,
+    /// Qwen2's: LLaMA 3's with every digit on its own.
+    Qwen2,
+}
+
+impl SplitPattern {
+    /// The pattern without its look-ahead alternative (see the module docs), anchored: every
+    /// character starts some alternative, so each piece begins where the last ended, and
+    /// anchoring spares the regex engine a reverse search for the match start.
+    fn without_lookahead(self) -> &'static str {
+        match self {
+            SplitPattern::Gpt2 => r"\A(?:'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+)",
+            SplitPattern::Llama3 => {
+                r"\A(?:(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+)"
+            }
+            SplitPattern::Qwen2 => {
+                r"\A(?:(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+)"
+            }
+        }
+    }
+
+    /// Whether a whitespace run may give its last character back: in LLaMA 3's and Qwen2's
+    /// pattern a run with a line break was matched whole before the look-ahead alternative.
+    fn gives_back(self, run: &str) -> bool {
+        self == SplitPattern::Gpt2 || !run.contains(['\r', '\n'])
+    }
+}
 
 #[derive(Clone, Debug)]
-pub(super) struct Gpt2Splitter {
+pub(super) struct Splitter {
+    kind: SplitPattern,
     pattern: Regex,
 }
 
-impl Gpt2Splitter {
-    pub(super) fn new() -> Result<Self> {
-        let pattern = Regex::new(GPT2_PATTERN_WITHOUT_LOOKAHEAD)
-            .map_err(|e| Error::Tokenizer(format!("cannot build the GPT-2 split pattern: {e}")))?;
-        Ok(Self { pattern })
+impl Splitter {
+    pub(super) fn new(kind: SplitPattern) -> Result<Self> {
+        let pattern = Regex::new(kind.without_lookahead())
+            .map_err(|e| Error::Tokenizer(format!("cannot build the {kind:?} split pattern: {e}")))?;
+        Ok(Self { kind, pattern })
     }
 
     /// The pieces of `text`, in order; concatenated they give back `text`.
     pub(super) fn split<'s, 't>(&'s self, text: &'t str) -> Pieces<'s, 't> {
-        Pieces { pattern: &self.pattern, text, position: 0 }
+        Pieces { splitter: self, text, position: 0 }
     }
 }
 
 pub(super) struct Pieces<'s, 't> {
-    pattern: &'s Regex,
+    splitter: &'s Splitter,
     text: &'t str,
     position: usize,
 }
@@ -56,8 +91,12 @@ impl<'t> Iterator for Pieces<'_, 't> {
     fn next(&mut self) -> Option<&'t str> {
         let start = self.position;
         let rest = self.text.get(start..).filter(|rest| !rest.is_empty())?;
-        let end = match self.pattern.find(rest) {
-            Some(found) => start + end_after_lookahead(found.as_str(), found.end() < rest.len()),
+        let end = match self.splitter.pattern.find(rest) {
+            Some(found) => {
+                let piece = found.as_str();
+                let followed_by_text = found.end() < rest.len() && self.splitter.kind.gives_back(piece);
+                start + end_after_lookahead(piece, followed_by_text)
+            }
             // Unreachable, as every character starts a match; ending the text is the safe answer.
             None => self.text.len(),
         };
@@ -110,8 +149,26 @@ mod tests {
     use super::*;
 
     fn pieces(text: &str) -> Vec<&str> {
-        let splitter = Gpt2Splitter::new().expect("the built-in pattern compiles");
+        split_with(SplitPattern::Gpt2, text)
+    }
+
+    fn split_with(kind: SplitPattern, text: &str) -> Vec<&str> {
+        let splitter = Splitter::new(kind).expect("the built-in pattern compiles");
         splitter.split(text).collect()
+    }
+
+    /// LLaMA 3: contractions in any case, one leading non-letter joins a word, digits by three,
+    /// a whitespace run with a line break stays whole.
+    #[test]
+    fn llama3_pieces() {
+        let llama = |text| split_with(SplitPattern::Llama3, text);
+        assert_eq!(
+            llama("I'M 12345 (hello)\n\n  world"),
+            ["I", "'M", " ", "123", "45", " (", "hello", ")\n\n", " ", " world"]
+        );
+        assert_eq!(llama("a \n\nb"), ["a", " \n\n", "b"]);
+        assert_eq!(llama("a   b\tc"), ["a", "  ", " b", "\tc"]);
+        assert_eq!(split_with(SplitPattern::Qwen2, "x 2024"), ["x", " ", "2", "0", "2", "4"]);
     }
 
     /// `"Hello world"` → `"Hello"`, `" world"`: a single space joins the word after it.

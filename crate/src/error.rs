@@ -16,8 +16,10 @@ pub enum Error {
     #[error("not a valid GGUF file: {0}")]
     Gguf(String),
 
-    #[error("tensor `{name}` is stored as {ggml_type}, which gptlens cannot read (supported: F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K)")]
-    UnsupportedTensorType { name: String, ggml_type: String },
+    /// Everything in a GGUF gptlens cannot run, found in one pass over its header: tensors of
+    /// types it cannot read (name, type), and the architecture when it is not one it runs.
+    #[error("{}", describe_unsupported(architecture.as_deref(), tensors))]
+    Unsupported { architecture: Option<String>, tensors: Vec<(String, String)> },
 
     #[error("the GGUF file has no metadata key `{key}`")]
     MissingMetadata { key: String },
@@ -93,4 +95,40 @@ pub enum Error {
     /// No usable GPU, a device lost or out of memory, a limit the model does not fit in.
     #[error("GPU: {0}")]
     Gpu(String),
+}
+
+/// "architecture `bert` is not supported …; 36 tensors are stored in types gptlens cannot read:
+/// IQ2_XS ×30 (blk.0.attn_q.weight, …), Q2_K ×6 (…)".
+fn describe_unsupported(architecture: Option<&str>, tensors: &[(String, String)]) -> String {
+    let mut parts = Vec::new();
+    if let Some(arch) = architecture {
+        parts.push(format!(
+            "GGUF architecture `{arch}` is not supported (gptlens runs {})",
+            crate::formats::gguf_config::RUNS
+        ));
+    }
+    let mut by_type: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (name, ty) in tensors {
+        match by_type.iter_mut().find(|(t, _)| *t == ty.as_str()) {
+            Some((_, names)) => names.push(name),
+            None => by_type.push((ty, vec![name])),
+        }
+    }
+    let listed: Vec<String> = by_type
+        .iter()
+        .map(|(ty, names)| {
+            let shown = names.iter().take(3).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+            let more = if names.len() > 3 { ", …" } else { "" };
+            format!("{ty} ×{} ({shown}{more})", names.len())
+        })
+        .collect();
+    if !tensors.is_empty() {
+        parts.push(format!(
+            "{} tensor{} stored in types gptlens cannot read: {} (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)",
+            tensors.len(),
+            if tensors.len() == 1 { " is" } else { "s are" },
+            listed.join(", ")
+        ));
+    }
+    parts.join("; ")
 }

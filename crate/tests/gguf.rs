@@ -427,19 +427,42 @@ fn overlapping_and_duplicate_tensors_are_refused() {
     assert!(gguf_error(&b).contains("tensor `norm.weight`: a tensor of this name appears twice"));
 }
 
+/// Every tensor of a type gptlens cannot read is named at once, grouped by type, before anything
+/// is located or allocated — and an architecture gptlens does not run is named with them.
 #[test]
-fn unsupported_tensor_types_name_the_tensor_and_the_type() {
+fn unsupported_tensor_types_are_all_named_at_once() {
     let built = sample().build();
-    for (id, expected) in [(10, "Q2_K (ggml type 10)"), (99, "unknown ggml type 99")] {
-        let mut b = built.bytes.clone();
-        put_u32(&mut b, built.type_at[4], id);
-        match GgufFile::parse(&b) {
-            Err(Error::UnsupportedTensorType { name, ggml_type }) => {
-                assert_eq!((name.as_str(), ggml_type.as_str()), ("q4_0.weight", expected));
-            }
-            other => panic!("expected an unsupported-type error, got {other:?}"),
+    let mut b = built.bytes.clone();
+    put_u32(&mut b, built.type_at[4], 10);
+    put_u32(&mut b, built.type_at[5], 99);
+    put_u32(&mut b, built.type_at[6], 10);
+    match GgufFile::parse(&b) {
+        Err(Error::Unsupported { architecture: None, tensors }) => {
+            let names: Vec<(&str, &str)> = tensors.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
+            assert_eq!(
+                names,
+                [
+                    ("q4_0.weight", "Q2_K (ggml type 10)"),
+                    ("q4_1.weight", "unknown ggml type 99"),
+                    ("q5_0.weight", "Q2_K (ggml type 10)")
+                ]
+            );
         }
+        other => panic!("expected the unsupported tensors, got {other:?}"),
     }
+    let message = GgufFile::parse(&b).unwrap_err().to_string();
+    assert!(message.contains("3 tensors are stored in types gptlens cannot read: Q2_K (ggml type 10) ×2"), "{message}");
+
+    let bert = Builder::new()
+        .kv("general.architecture", STRING, string(b"bert"))
+        .tensor("embeddings.weight", &[32, 2], 10, vec![0; 64])
+        .build()
+        .bytes;
+    let message = gguf_error(&bert);
+    assert!(
+        message.contains("architecture `bert` is not supported") && message.contains("`embeddings.weight`"),
+        "{message}"
+    );
 }
 
 /// Random damage anywhere must give `Ok` or `Err`, never a panic; what parses must also decode.

@@ -153,6 +153,9 @@ impl<'a> GgufFile<'a> {
         let alignment = alignment(&metadata, &metadata_index)?;
         let mut infos = Vec::new();
         let mut tensor_index = HashMap::new();
+        // Tensors of types gptlens cannot read are all named at once, with the architecture
+        // when it is not one gptlens runs either, rather than one at a time.
+        let mut unsupported = Vec::new();
         for i in 0..n_tensors {
             c.place = Place::TensorInfo(i);
             let name_at = c.pos;
@@ -161,7 +164,19 @@ impl<'a> GgufFile<'a> {
             if tensor_index.insert(name, infos.len()).is_some() {
                 return Err(c.error(name_at, "a tensor of this name appears twice"));
             }
-            infos.push(c.tensor_info(name)?);
+            match c.tensor_info(name)? {
+                Ok(info) => infos.push(info),
+                Err(type_id) => unsupported.push((name.to_string(), type_name(type_id))),
+            }
+        }
+        if !unsupported.is_empty() {
+            let architecture = metadata_index
+                .get("general.architecture")
+                .and_then(|&i| metadata.get(i))
+                .and_then(|(_, value): &(&str, Value)| value.as_str())
+                .filter(|name| !crate::formats::gguf_config::runs(name))
+                .map(str::to_string);
+            return Err(Error::Unsupported { architecture, tensors: unsupported });
         }
 
         c.place = Place::Header;
@@ -704,7 +719,9 @@ impl<'a> Cursor<'a> {
     }
 
     /// The rest of a tensor info, after its name.
-    fn tensor_info(&mut self, name: &'a str) -> Result<TensorInfo<'a>> {
+    /// The entry of one tensor, or (`Err`) the id of a type gptlens cannot read, its entry
+    /// skipped.
+    fn tensor_info(&mut self, name: &'a str) -> Result<std::result::Result<TensorInfo<'a>, u32>> {
         let dims_at = self.pos;
         let n_dims = self.u32("the dimension count")?;
         if !(1..=MAX_DIMS).contains(&n_dims) {
@@ -719,10 +736,9 @@ impl<'a> Cursor<'a> {
             shape.push(ne);
         }
         let type_id = self.u32("the tensor type")?;
-        let ggml_type = GgmlType::from_id(type_id)
-            .ok_or_else(|| Error::UnsupportedTensorType { name: name.to_string(), ggml_type: type_name(type_id) })?;
         let offset_at = self.pos;
         let offset = self.u64("the data offset")?;
+        let Some(ggml_type) = GgmlType::from_id(type_id) else { return Ok(Err(type_id)) };
         let (row_len, outer) = match shape.split_first() {
             Some((&row_len, outer)) => (row_len, outer),
             None => (0, &[][..]),
@@ -743,7 +759,7 @@ impl<'a> Cursor<'a> {
             .row_bytes(row_len)
             .and_then(|row_bytes| row_bytes.checked_mul(n_rows))
             .ok_or_else(|| self.error(dims_at, format_args!("shape {shape:?} has more bytes than fit in memory")))?;
-        Ok(TensorInfo { name, shape, ggml_type, row_len, n_rows, offset, offset_at, n_bytes })
+        Ok(Ok(TensorInfo { name, shape, ggml_type, row_len, n_rows, offset, offset_at, n_bytes }))
     }
 }
 

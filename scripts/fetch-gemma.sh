@@ -72,12 +72,6 @@ then
   exit 0
 fi
 
-got=$(sha256_of "$partial")
-if [ "$got" != "$SHA256" ]; then
-  rm -f "$partial"
-  say "sha256 mismatch: got $got, expected $SHA256; not installing it"
-  exit 0
-fi
-mv "$partial" "$DEST"
+install_verified "$partial" "$DEST" "$SHA256"
 echo "Gemma Terms of Use" > "$LICENSE_NOTE"
 say "installed $DEST ($(wc -c < "$DEST") bytes, sha256 verified) under the Gemma Terms of Use ($TERMS)"

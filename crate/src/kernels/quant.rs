@@ -352,7 +352,7 @@ impl BlockFormat<Q4_1_BYTES, 32> for BlockQ4_1 {
 /// The 5-bit values of a Q5_0/Q5_1 block: nibbles as in Q4 (low nibbles weights 0–15, high
 /// nibbles 16–31), the fifth bit of weight `e` is bit `e` of the little-endian u32 `qh`.
 #[inline(always)]
-fn q5_values(qh: &[u8], qs: &[u8]) -> [u8; 32] {
+pub(super) fn q5_values(qh: &[u8], qs: &[u8]) -> [u8; 32] {
     let qh = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
     let mut q = [0u8; 32];
     for j in 0..16 {

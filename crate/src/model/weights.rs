@@ -28,8 +28,8 @@ pub struct View {
 pub enum Rows {
     /// f32 values in the float buffer.
     F32(View),
-    /// Q4_0, Q4_1 or Q8_0 rows in the block buffer, re-laid out for the kernels
-    /// ([`crate::kernels::packed`]).
+    /// Q4_0, Q4_1 or Q8_0 rows in the block buffer, re-laid out for the kernels (Q5_0 as Q8_0;
+    /// [`crate::kernels::packed`]).
     Packed { ty: PackedType, offset: usize, len: usize },
     /// Rows of other ggml blocks (K-quants, F16, BF16) in the block buffer, as the file had them.
     Blocks { ty: GgmlType, offset: usize, len: usize },
@@ -227,7 +227,7 @@ impl Weights {
         for t in &layout.tensors {
             let g = file.tensor(&t.name)?;
             match t.block {
-                Some(Rows::Packed { ty, .. }) => packed::pack(ty, g.data(), &mut blocks),
+                Some(Rows::Packed { .. }) => packed::pack(g.ggml_type(), g.data(), &mut blocks),
                 Some(_) => blocks.extend_from_slice(g.data()),
                 None => dequantize_row(g.ggml_type(), g.data(), &mut floats[t.float_offset..t.float_offset + t.len()]),
             }

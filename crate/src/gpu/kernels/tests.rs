@@ -125,9 +125,9 @@ fn random_row(format: GgmlType, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32
             dequantize_row(format, &stored, &mut values);
             (stored, values)
         }
-        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 => {
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0 => {
             let Some(ty) = PackedType::of(format) else { unreachable!("{format:?} has a packed form") };
-            let block = ty.ggml().block_bytes();
+            let block = format.block_bytes();
             let mut file = noise(cols / 32 * block);
             for b in file.chunks_exact_mut(block) {
                 scale(b, 0, 0.01 + (b[4] as f32) / 2550.0);
@@ -136,14 +136,13 @@ fn random_row(format: GgmlType, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32
                 }
             }
             let mut stored = Vec::new();
-            packed::pack(ty, &file, &mut stored);
+            packed::pack(format, &file, &mut stored);
             packed::dequantize_row(ty, &stored, &mut values);
             (stored, values)
         }
-        GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+        GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
             let (ty, scales_at) = match format {
-                GgmlType::Q5_0 => (GgmlType::Q5_0, &[0usize][..]),
-                GgmlType::Q5_1 => (GgmlType::Q5_1, &[0, 2][..]),
+                GgmlType::Q5_1 => (GgmlType::Q5_1, &[0usize, 2][..]),
                 GgmlType::Q4_K => (GgmlType::Q4_K, &[0, 2][..]),
                 GgmlType::Q5_K => (GgmlType::Q5_K, &[0, 2][..]),
                 _ => (GgmlType::Q6_K, &[208][..]),

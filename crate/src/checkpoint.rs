@@ -17,8 +17,8 @@ pub struct Checkpoint {
     /// `None` when the files hold no tokenizer, or one gptlens cannot read
     /// ([`Checkpoint::tokenizer_problem`] says why): the model then runs on token ids only.
     pub tokenizer: Option<Tokenizer>,
-    /// Why the GGUF's vocabulary could not be made a tokenizer (an unknown pre-tokenizer, say).
-    /// Such a model still loads; only text needs the tokenizer.
+    /// Why the tokenizer files or the GGUF's vocabulary could not be read (an unknown
+    /// pre-tokenizer, say). Such a model still loads; only text needs the tokenizer.
     pub tokenizer_problem: Option<String>,
     /// The model's own name when its files give one: GGUF `general.name`, or config.json's
     /// `_name_or_path` (what `transformers` saved it from).
@@ -63,11 +63,16 @@ impl Checkpoint {
         let weights_name = weights_file_name(files.keys().map(String::as_str))?;
         let weights_bytes = files.get(weights_name).copied().unwrap_or_default();
         let weights = Weights::from_safetensors(&config, &SafetensorsFile::parse(weights_bytes)?, &budget)?;
-        let tokenizer = match (files.get("tokenizer.json"), files.get("vocab.json"), files.get("merges.txt")) {
-            (Some(json), _, _) => Some(Tokenizer::from_tokenizer_json(json)?),
-            (None, Some(vocab), Some(merges)) => Some(Tokenizer::from_vocab_merges(vocab, merges)?),
-            _ if config.vocab_size == 256 => Some(Tokenizer::Bytes),
-            _ => None,
+        // As with a GGUF, tokenizer files gptlens cannot read do not stop the model.
+        let read = match (files.get("tokenizer.json"), files.get("vocab.json"), files.get("merges.txt")) {
+            (Some(json), _, _) => Tokenizer::from_tokenizer_json(json).map(Some),
+            (None, Some(vocab), Some(merges)) => Tokenizer::from_vocab_merges(vocab, merges).map(Some),
+            _ if config.vocab_size == 256 => Ok(Some(Tokenizer::Bytes)),
+            _ => Ok(None),
+        };
+        let (tokenizer, tokenizer_problem) = match read {
+            Ok(tokenizer) => (tokenizer, None),
+            Err(e) => (None, Some(e.to_string())),
         };
         if let Some(t) = &tokenizer {
             if t.vocab_size() > config.vocab_size {
@@ -82,7 +87,7 @@ impl Checkpoint {
             .ok()
             .and_then(|v| v.get("_name_or_path")?.as_str().map(str::to_owned))
             .filter(|n| !n.trim().is_empty());
-        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, tokenizer_problem: None, name })
+        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, tokenizer_problem, name })
     }
 
     /// The tokenizer, or why there is none: no tokenizer files, or a vocabulary gptlens cannot

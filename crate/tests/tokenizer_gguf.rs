@@ -574,8 +574,8 @@ fn llama_sentencepiece_matches_transformers() {
 
 /// Byte-level vocabularies with LLaMA 3's and Qwen2's pre-tokenizers
 /// (tests/fixtures/tokenizer-llama3-qwen2: trained by `tokenizers` with each split regex, written as
-/// vocabulary-only GGUFs with `tokenizer.ggml.pre` = `llama-bpe` / `qwen2`), id for id as
-/// transformers' GGUF tokenizer encodes them: contractions in any case, digits by three or one,
+/// vocabulary-only GGUFs with `tokenizer.ggml.pre` = `llama-bpe` / `qwen2`, and as tokenizer.json),
+/// id for id as transformers' GGUF tokenizer and `tokenizers` encode them: contractions in any case, digits by three or one,
 /// line-break runs kept whole, a leading non-letter joining a word.
 #[test]
 fn llama3_and_qwen2_pre_tokenizers_match_transformers() {
@@ -584,11 +584,22 @@ fn llama3_and_qwen2_pre_tokenizers_match_transformers() {
     let texts: Vec<&str> = cases["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
     for name in ["llama-bpe", "qwen2"] {
         let bytes = std::fs::read(dir.join(format!("{name}.gguf"))).unwrap();
-        let tokenizer = Tokenizer::from_gguf(&GgufFile::parse(&bytes).unwrap()).unwrap();
-        for (text, want) in texts.iter().zip(cases[name].as_array().unwrap()) {
-            let want: Vec<u32> = want.as_array().unwrap().iter().map(|id| id.as_u64().unwrap() as u32).collect();
-            assert_eq!(tokenizer.encode(text).unwrap(), want, "{name}: {text:?}");
-            assert_eq!(tokenizer.decode(&want).unwrap(), *text, "{name}: decode {text:?}");
+        let from_gguf = Tokenizer::from_gguf(&GgufFile::parse(&bytes).unwrap()).unwrap();
+        // The same vocabulary as the model's own tokenizer.json (`Split` + `ByteLevel`), against
+        // `tokenizers` on that file.
+        let json = format!("{name}.tokenizer.json");
+        let from_json = Tokenizer::from_tokenizer_json(&std::fs::read(dir.join(&json)).unwrap()).unwrap();
+        for (tokenizer, key) in [(&from_gguf, name), (&from_json, json.as_str())] {
+            check_cases(tokenizer, &texts, &cases[key], key);
         }
+    }
+}
+
+/// Every text encodes to its expected ids and those decode back to the text.
+fn check_cases(tokenizer: &Tokenizer, texts: &[&str], expected: &serde_json::Value, name: &str) {
+    for (text, want) in texts.iter().zip(expected.as_array().unwrap()) {
+        let want: Vec<u32> = want.as_array().unwrap().iter().map(|id| id.as_u64().unwrap() as u32).collect();
+        assert_eq!(tokenizer.encode(text).unwrap(), want, "{name}: {text:?}");
+        assert_eq!(tokenizer.decode(&want).unwrap(), *text, "{name}: decode {text:?}");
     }
 }

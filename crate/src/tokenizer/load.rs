@@ -95,7 +95,7 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
             type_name(normalizer)
         )));
     }
-    let byte_level = single_byte_level_pre_tokenizer(file.pre_tokenizer.as_ref())?;
+    let pre = pre_tokenizer(file.pre_tokenizer.as_ref())?;
     // A ByteLevel post-processor only adjusts offsets; anything else (TemplateProcessing, ...)
     // would add ids around the text.
     if let Some(other) =
@@ -126,8 +126,8 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<BpeTokenizer> {
         vocab: model.vocab,
         merges,
         added_tokens,
-        add_prefix_space: byte_level.add_prefix_space,
-        split: byte_level.use_regex.then_some(SplitPattern::Gpt2),
+        add_prefix_space: pre.add_prefix_space,
+        split: pre.split,
         split_digits: false,
         unknown_token: model.unk_token,
         fuse_unknown: model.fuse_unk.unwrap_or(false),
@@ -187,24 +187,56 @@ fn type_name(stage: &Value) -> &str {
     stage.get("type").and_then(Value::as_str).unwrap_or("(no type)")
 }
 
-fn single_byte_level_pre_tokenizer(pre_tokenizer: Option<&Value>) -> Result<ByteLevelJson> {
+/// What the pre-tokenizer does: GPT-2's `ByteLevel` (its regex inside), or LLaMA 3's / Qwen2's
+/// `Sequence[Split(regex, isolated), ByteLevel(use_regex = false)]`.
+struct PreTokenizer {
+    split: Option<SplitPattern>,
+    add_prefix_space: bool,
+}
+
+fn pre_tokenizer(pre_tokenizer: Option<&Value>) -> Result<PreTokenizer> {
+    let unsupported = |what: String| {
+        Err(Error::Tokenizer(format!(
+            "the pre-tokenizer {what} is not supported (gptlens implements GPT-2's ByteLevel, and LLaMA 3's and \
+             Qwen2's Split + ByteLevel)"
+        )))
+    };
     let stages = stages(pre_tokenizer, "pretokenizers")?;
-    if let Some(other) = stages.iter().find(|stage| type_name(stage) != "ByteLevel") {
-        return Err(Error::Tokenizer(format!(
-            "the pre-tokenizer `{}` is not supported (gptlens implements GPT-2's ByteLevel pre-tokenizer only)",
-            type_name(other)
-        )));
+    let (split, byte_level) = match stages.as_slice() {
+        [byte_level] => (None, byte_level),
+        [split, byte_level] if type_name(split) == "Split" => {
+            let regex = split.get("pattern").and_then(|p| p.get("Regex")).and_then(Value::as_str).unwrap_or("");
+            let isolated = split.get("behavior").and_then(Value::as_str) == Some("Isolated")
+                && split.get("invert").and_then(Value::as_bool) != Some(true);
+            match SplitPattern::from_tokenizer_json(regex).filter(|_| isolated) {
+                Some(pattern) => (Some(pattern), byte_level),
+                None => return unsupported(format!("`Split` on `{regex}`")),
+            }
+        }
+        [] => {
+            return Err(Error::Tokenizer(
+                "tokenizer.json has no pre-tokenizer; gptlens needs GPT-2's ByteLevel pre-tokenizer".into(),
+            ))
+        }
+        stages => {
+            let names: Vec<&str> = stages.iter().map(|stage| type_name(stage)).collect();
+            return unsupported(format!("`{}`", names.join(" + ")));
+        }
+    };
+    if type_name(byte_level) != "ByteLevel" {
+        return unsupported(format!("`{}`", type_name(byte_level)));
     }
-    match stages.as_slice() {
-        [byte_level] => ByteLevelJson::deserialize(*byte_level)
-            .map_err(|e| Error::Tokenizer(format!("bad ByteLevel pre-tokenizer: {e}"))),
-        [] => Err(Error::Tokenizer(
-            "tokenizer.json has no pre-tokenizer; gptlens needs GPT-2's ByteLevel pre-tokenizer".into(),
-        )),
-        _ => Err(Error::Tokenizer(format!(
-            "the pre-tokenizer applies ByteLevel {} times; gptlens supports it once",
-            stages.len()
-        ))),
+    let byte_level = ByteLevelJson::deserialize(*byte_level)
+        .map_err(|e| Error::Tokenizer(format!("bad ByteLevel pre-tokenizer: {e}")))?;
+    match (split, byte_level.use_regex) {
+        (None, use_regex) => Ok(PreTokenizer {
+            split: use_regex.then_some(SplitPattern::Gpt2),
+            add_prefix_space: byte_level.add_prefix_space,
+        }),
+        (Some(pattern), false) => {
+            Ok(PreTokenizer { split: Some(pattern), add_prefix_space: byte_level.add_prefix_space })
+        }
+        (Some(_), true) => unsupported("`Split` followed by ByteLevel's own regex".into()),
     }
 }
 

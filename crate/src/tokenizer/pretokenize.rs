@@ -38,6 +38,18 @@ pub(super) enum SplitPattern {
 }
 
 impl SplitPattern {
+    /// The pattern as `tokenizers` writes it in a tokenizer.json `Split` pre-tokenizer (LLaMA 3's
+    /// and Qwen2's files), look-ahead included; GPT-2's is implied by `ByteLevel` instead.
+    pub(super) fn from_tokenizer_json(regex: &str) -> Option<SplitPattern> {
+        const LLAMA3: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+        const QWEN2: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+        match regex {
+            LLAMA3 => Some(SplitPattern::Llama3),
+            QWEN2 => Some(SplitPattern::Qwen2),
+            _ => None,
+        }
+    }
+
     /// The pattern without its look-ahead alternative (see the module docs), anchored: every
     /// character starts some alternative, so each piece begins where the last ended, and
     /// anchoring spares the regex engine a reverse search for the match start.

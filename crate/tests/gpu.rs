@@ -62,6 +62,12 @@ fn llama_gguf_quantized_matches_pytorch_on_gpu() {
     check_model("llama-tiny-q");
 }
 
+/// Every matrix Q5_0 (as packed Q8_0) or Q5_1 (`formats/q5_1.wgsl`), decoded inside the matmul.
+#[test]
+fn llama_gguf_q5_matches_pytorch_on_gpu() {
+    check_model("llama-tiny-q5");
+}
+
 #[test]
 fn gpt2_gguf_matches_pytorch_on_gpu() {
     check_model("gpt2-tiny-gguf");

@@ -42,6 +42,13 @@ fn llama_gguf_quantized_matches_pytorch() {
     check_model("llama-tiny-q");
 }
 
+/// LLaMA from GGUF with every matrix (embedding and head too) in Q5_0 or Q5_1 (Q5_0 packed as
+/// Q8_0, Q5_1 in its own packed layout).
+#[test]
+fn llama_gguf_q5_matches_pytorch() {
+    check_model("llama-tiny-q5");
+}
+
 /// GPT-2 from GGUF (architecture `gpt2`), one layer in Q8_0.
 #[test]
 fn gpt2_gguf_matches_pytorch() {
@@ -67,11 +74,12 @@ fn gemma3_matches_pytorch() {
     check_model("gemma3-tiny-gguf");
 }
 
-const ALL_FIXTURES: [&str; 9] = [
+const ALL_FIXTURES: [&str; 10] = [
     "gpt2-tiny-f32",
     "gpt2-tiny-f16",
     "llama-tiny",
     "llama-tiny-q",
+    "llama-tiny-q5",
     "gpt2-tiny-gguf",
     "qwen2-tiny",
     "qwen2-tiny-gguf",

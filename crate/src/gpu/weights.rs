@@ -5,7 +5,7 @@
 //!
 //! The GPU layout of a row is the CPU's, made of whole 32-bit words (WGSL reads `array<u32>`):
 //! f32 rows as they are; F16/BF16 rows padded to an even count; Q4_0/Q4_1/Q8_0 in the packed layout
-//! of `kernels/packed.rs` (already whole words; Q5_0 is packed as Q8_0 there); Q5_1 blocks and
+//! of `kernels/packed.rs` (already whole words; Q5_0 is packed as Q8_0 there, Q5_1 has its own);
 //! K-quant super-blocks each padded to a multiple of four bytes (only Q6_K's 210 needs it).
 
 use wgpu::util::DeviceExt;
@@ -15,7 +15,7 @@ use crate::gpu::Gpu;
 use crate::kernels::quant::GgmlType;
 use crate::model::{Linear, Matrix, Model, Norm, Rows, Weights};
 
-/// The type a matrix's rows are stored as (Q4_0/Q4_1/Q8_0: in their packed layout).
+/// The type a matrix's rows are stored as (Q4_0/Q4_1/Q8_0/Q5_1: in their packed layout).
 pub fn storage_type(rows: &Rows) -> GgmlType {
     match *rows {
         Rows::F32(_) => GgmlType::F32,
@@ -44,7 +44,7 @@ fn gpu_block(ty: GgmlType) -> Option<(usize, usize, usize)> {
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => None,
         GgmlType::Q4_0 => Some((32, 20, 20)),
         GgmlType::Q4_1 => Some((32, 24, 24)),
-        GgmlType::Q5_1 => Some((32, 24, 24)),
+        GgmlType::Q5_1 => Some((32, 40, 40)),
         // Q5_0 is kept as packed Q8_0 (kernels/packed.rs).
         GgmlType::Q5_0 | GgmlType::Q8_0 => Some((32, 36, 36)),
         GgmlType::Q4_K => Some((256, 144, 144)),

@@ -15,7 +15,7 @@ use super::quant::{dot_rows_quant, GgmlType};
 /// Output rows per parallel task: enough work to amortise scheduling, small enough to balance.
 const TILE: usize = 16;
 
-/// A weight matrix's rows: f32 values, packed Q4_0 / Q4_1 / Q8_0 blocks ([`packed`]), or other
+/// A weight matrix's rows: f32 values, packed Q4_0 / Q4_1 / Q8_0 / Q5_1 blocks ([`packed`]), or other
 /// ggml blocks (K-quants, F16, BF16) decoded one row (prefill) or one block (decode) at a time.
 #[derive(Clone, Copy)]
 pub enum WeightRows<'a> {
@@ -406,7 +406,7 @@ mod tests {
     fn packed_matrices_give_the_portable_bits_decoding_and_prefilling() {
         use crate::kernels::packed::{self, PackedType};
         let (n_in, n_out) = (96, 19);
-        for ty in [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0] {
+        for ty in [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0, PackedType::Q5_1] {
             let blocks = packed::sample_rows(ty, n_in, n_out);
             let row_bytes = ty.row_bytes(n_in).unwrap();
             for n_tok in [1, 6] {

@@ -11,7 +11,7 @@
 //! [`scalar`], the definition of the lane order and the fallback everywhere, and with explicit
 //! wasm SIMD128 instructions in `simd128`, used in wasm builds with SIMD enabled (LLVM's own
 //! vectorisation of the portable code is up to 3× slower there) and tested bit for bit against
-//! the portable twin. The same goes for the dot products of Q4_0, Q4_1 and Q8_0 matrices: portable
+//! the portable twin. The same goes for the dot products of Q4_0, Q4_1, Q8_0 and Q5_1 matrices: portable
 //! in [`packed`], with AVX2 (`x86`) and SIMD128 twins that [`matmul`] chooses.
 
 pub mod activation;

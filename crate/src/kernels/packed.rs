@@ -1,4 +1,4 @@
-//! Q4_0, Q4_1 and Q8_0 matrices as gptlens keeps them in memory, and their dot products: ~90 % of
+//! Q4_0, Q4_1, Q8_0 and Q5_1 (and Q5_0, as Q8_0) matrices as gptlens keeps them in memory, and their dot products: ~90 % of
 //! a decode step for the GGUF models people run in a browser.
 //!
 //! # Exact, and factored
@@ -22,10 +22,11 @@
 //! Q4_0 (20 bytes)  | d f32 | W0 W1 W2 W3 |            element 4p + k = nibble p of W_k (p < 8, k < 4)
 //! Q4_1 (24 bytes)  | d f32 | m f32 | W0 W1 W2 W3 |
 //! Q8_0 (36 bytes)  | d f32 | W0 … W7 |               element 16h + 4p + k = byte p of W_{4h+k}
+//! Q5_1 (40 bytes)  | d f32 | m f32 | W0 … W7 |       bytes as Q8_0's, unsigned (q < 32)
 //! ```
 //! (`W` little-endian u32; the scales are the file's f16 values widened exactly, so a Q4_1 matrix
 //! takes 24 bytes per 32 weights instead of the file's 20.) A lane's integer `v` is `q` for Q4_1,
-//! `q − 8` for Q4_0, the signed byte for Q8_0: exact in f32.
+//! `q − 8` for Q4_0, the signed byte for Q8_0, the 5-bit `q` for Q5_1: exact in f32.
 //!
 //! Q5_0 (`w = d·(q − 16)`, 5-bit `q`) has no layout of its own: `q − 16` fits a signed byte, so a
 //! Q5_0 block is packed as the Q8_0 block of the same weights, exactly, and runs on Q8_0's
@@ -37,7 +38,7 @@
 //! ```text
 //! P_j = ((v_j·x_j + v_{8+j}·x_{8+j}) + v_{16+j}·x_{16+j}) + v_{24+j}·x_{24+j}
 //! acc_j = acc_j + d·P_j                       Q4_0, Q8_0
-//! acc_j = (acc_j + d·P_j) + m·S_j             Q4_1, with S_j = ((x_j + x_{8+j}) + x_{16+j}) + x_{24+j}
+//! acc_j = (acc_j + d·P_j) + m·S_j             Q4_1, Q5_1, with S_j = ((x_j + x_{8+j}) + x_{16+j}) + x_{24+j}
 //! ```
 //! over the blocks in order, then [`fold_lanes`]. The code here is that definition, the fallback
 //! on every target, and the oracle the SIMD128 and AVX2 twins are tested against.
@@ -55,6 +56,7 @@ pub enum PackedType {
     Q4_0,
     Q4_1,
     Q8_0,
+    Q5_1,
 }
 
 impl PackedType {
@@ -64,6 +66,7 @@ impl PackedType {
             GgmlType::Q4_0 => Some(PackedType::Q4_0),
             GgmlType::Q4_1 => Some(PackedType::Q4_1),
             GgmlType::Q5_0 | GgmlType::Q8_0 => Some(PackedType::Q8_0),
+            GgmlType::Q5_1 => Some(PackedType::Q5_1),
             _ => None,
         }
     }
@@ -73,7 +76,18 @@ impl PackedType {
             PackedType::Q4_0 => GgmlType::Q4_0,
             PackedType::Q4_1 => GgmlType::Q4_1,
             PackedType::Q8_0 => GgmlType::Q8_0,
+            PackedType::Q5_1 => GgmlType::Q5_1,
         }
+    }
+
+    /// A block min `m` (`w = d·q + m`), and so inputs with block sums.
+    pub fn has_min(self) -> bool {
+        matches!(self, PackedType::Q4_1 | PackedType::Q5_1)
+    }
+
+    /// The lane integers are bytes (Q8_0's layout) rather than nibbles.
+    fn bytes(self) -> bool {
+        matches!(self, PackedType::Q8_0 | PackedType::Q5_1)
     }
 
     /// Bytes per packed block.
@@ -82,6 +96,7 @@ impl PackedType {
             PackedType::Q4_0 => 20,
             PackedType::Q4_1 => 24,
             PackedType::Q8_0 => 36,
+            PackedType::Q5_1 => 40,
         }
     }
 
@@ -93,11 +108,13 @@ impl PackedType {
         (n / BLOCK).checked_mul(self.block_bytes())
     }
 
-    /// Floats [`prepare_input`] writes for one input of `n` values: Q4_1's block sums.
+    /// Floats [`prepare_input`] writes for one input of `n` values: the block sums of a type
+    /// with a min.
     pub fn input_floats(self, n: usize) -> usize {
-        match self {
-            PackedType::Q4_1 => n / 4,
-            PackedType::Q4_0 | PackedType::Q8_0 => 0,
+        if self.has_min() {
+            n / 4
+        } else {
+            0
         }
     }
 }
@@ -120,25 +137,25 @@ pub fn pack(source: GgmlType, file_bytes: &[u8], out: &mut Vec<u8>) {
         let q = file_integers(source, block);
         // The scale (and min): f16, widened exactly as the file decoder does.
         out.extend_from_slice(&f16_at(block, 0).to_le_bytes());
-        if ty == PackedType::Q4_1 {
+        if ty.has_min() {
             out.extend_from_slice(&f16_at(block, 2).to_le_bytes());
         }
         let mut words = [0u32; 8];
         for (e, &q) in q.iter().enumerate() {
-            match ty {
-                PackedType::Q4_0 | PackedType::Q4_1 => words[e % 4] |= u32::from(q & 0xF) << (4 * (e / 4)),
-                PackedType::Q8_0 => words[4 * (e / 16) + e % 4] |= u32::from(q) << (8 * (e % 16 / 4)),
+            match ty.bytes() {
+                false => words[e % 4] |= u32::from(q & 0xF) << (4 * (e / 4)),
+                true => words[4 * (e / 16) + e % 4] |= u32::from(q) << (8 * (e % 16 / 4)),
             }
         }
-        let n_words = if ty == PackedType::Q8_0 { 8 } else { 4 };
+        let n_words = if ty.bytes() { 8 } else { 4 };
         for w in &words[..n_words] {
             out.extend_from_slice(&w.to_le_bytes());
         }
     }
 }
 
-/// The 32 integers a file block packs to: nibbles 0..16, or the bytes of Q8_0's i8s (for Q5_0,
-/// `q − 16` as an i8).
+/// The 32 integers a file block packs to: nibbles 0..16, the bytes of Q8_0's i8s (for Q5_0,
+/// `q − 16` as an i8), or Q5_1's 5-bit values.
 fn file_integers(source: GgmlType, block: &[u8]) -> [u8; BLOCK] {
     let mut q = [0u8; BLOCK];
     match source {
@@ -148,6 +165,7 @@ fn file_integers(source: GgmlType, block: &[u8]) -> [u8; BLOCK] {
                 *out = (v as i8 - 16) as u8;
             }
         }
+        GgmlType::Q5_1 => q = q5_values(&block[4..8], &block[8..24]),
         _ => {
             let nibbles = &block[block.len() - 16..];
             for (j, &byte) in nibbles.iter().enumerate() {
@@ -165,15 +183,16 @@ fn unpack(ty: PackedType, block: &[u8]) -> (f32, f32, [f32; BLOCK]) {
     let f32_at = |i: usize| f32::from_le_bytes([block[i], block[i + 1], block[i + 2], block[i + 3]]);
     let word = |i: usize| u32::from_le_bytes([block[i], block[i + 1], block[i + 2], block[i + 3]]);
     let mut v = [0.0f32; BLOCK];
-    let (d, m) = match ty {
-        PackedType::Q4_1 => (f32_at(0), f32_at(4)),
-        PackedType::Q4_0 | PackedType::Q8_0 => (f32_at(0), 0.0),
-    };
+    let (d, m) = if ty.has_min() { (f32_at(0), f32_at(4)) } else { (f32_at(0), 0.0) };
+    // The words start after the scale and min.
+    let at = if ty.has_min() { 8 } else { 4 };
     for (e, v) in v.iter_mut().enumerate() {
         *v = match ty {
-            PackedType::Q4_0 => ((word(4 + 4 * (e % 4)) >> (4 * (e / 4))) & 0xF) as i32 - 8,
-            PackedType::Q4_1 => ((word(8 + 4 * (e % 4)) >> (4 * (e / 4))) & 0xF) as i32,
-            PackedType::Q8_0 => (word(4 + 4 * (4 * (e / 16) + e % 4)) << (24 - 8 * (e % 16 / 4))) as i32 >> 24,
+            PackedType::Q4_0 => ((word(at + 4 * (e % 4)) >> (4 * (e / 4))) & 0xF) as i32 - 8,
+            PackedType::Q4_1 => ((word(at + 4 * (e % 4)) >> (4 * (e / 4))) & 0xF) as i32,
+            PackedType::Q8_0 | PackedType::Q5_1 => {
+                (word(at + 4 * (4 * (e / 16) + e % 4)) << (24 - 8 * (e % 16 / 4))) as i32 >> 24
+            }
         } as f32;
     }
     (d, m, v)
@@ -189,17 +208,17 @@ pub fn dequantize_row(ty: PackedType, bytes: &[u8], out: &mut [f32]) {
         let (d, m, v) = unpack(ty, block);
         for (o, v) in out.iter_mut().zip(v) {
             // The file decoder's `d·(q − 8)`, `d·q + m` and `d·q`.
-            *o = if ty == PackedType::Q4_1 { d * v + m } else { d * v };
+            *o = if ty.has_min() { d * v + m } else { d * v };
         }
     }
 }
 
-/// One input as the kernels read it: the values, and for Q4_1 their per-block lane sums.
+/// One input as the kernels read it: the values, and for Q4_1 / Q5_1 their per-block lane sums.
 #[derive(Clone, Copy)]
 pub struct Input<'a> {
     /// `[n]`.
     pub x: &'a [f32],
-    /// `[n / 4]`: `S_j` of every block, 8 per block (Q4_1 only; empty otherwise).
+    /// `[n / 4]`: `S_j` of every block, 8 per block (Q4_1 and Q5_1 only; empty otherwise).
     pub sums: &'a [f32],
 }
 
@@ -271,7 +290,7 @@ pub fn dot<const NR: usize, const NT: usize>(ty: PackedType, rows: [&[u8]; NR], 
                 }
                 for j in 0..LANES {
                     acc[r][t][j] += d * p[j];
-                    if ty == PackedType::Q4_1 {
+                    if ty.has_min() {
                         acc[r][t][j] += m * xs[t].sums[b * LANES + j];
                     }
                 }
@@ -299,7 +318,7 @@ fn sample_file_rows(ty: PackedType, n: usize, n_rows: usize) -> Vec<u8> {
     let mut file: Vec<u8> = (0..n_rows * file_ty.row_bytes(n).unwrap()).map(|i| (i * 37 % 251) as u8).collect();
     for (i, block) in file.chunks_mut(file_ty.block_bytes()).enumerate() {
         block[..2].copy_from_slice(&half::f16::from_f32(scales[i % scales.len()]).to_le_bytes());
-        if ty == PackedType::Q4_1 {
+        if ty.has_min() {
             block[2..4].copy_from_slice(&half::f16::from_f32(scales[(i + 3) % scales.len()]).to_le_bytes());
         }
     }
@@ -312,7 +331,7 @@ mod tests {
     use crate::kernels::quant;
     use crate::kernels::tests::wild;
 
-    const TYPES: [PackedType; 3] = [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0];
+    const TYPES: [PackedType; 4] = [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0, PackedType::Q5_1];
 
     /// One Q4_1 block, `d = 0.5`, `m = −1`, nibbles `q_e = e mod 4`, against `x_e = 1` (and `x_e = e`):
     /// ```text

@@ -9,7 +9,7 @@
 //! Products are separate `f32x4_mul` and `f32x4_add` instructions: relaxed SIMD's fused
 //! multiply-add would round once instead of twice and break the equality with every other platform.
 //!
-//! Packed Q4_0, Q4_1 and Q8_0 matrices have their own kernel, [`dot_packed`], the twin of
+//! Packed Q4_0, Q4_1, Q8_0 and Q5_1 matrices have their own kernel, [`dot_packed`], the twin of
 //! [`super::packed::dot`] (and of the AVX2 `x86::dot_packed`).
 
 use core::arch::wasm32::{
@@ -122,6 +122,7 @@ pub fn dot_packed_rows4(ty: PackedType, rows: [&[u8]; 4], x: Input) -> [f32; 4] 
     match ty {
         PackedType::Q4_0 => rows4::<Q4_0, 20>(rows, x),
         PackedType::Q4_1 => rows4::<Q4_1, 24>(rows, x),
+        PackedType::Q5_1 => rows4::<Q5_1, 40>(rows, x),
         PackedType::Q8_0 => rows4::<Q8_0, 36>(rows, x),
     }
 }
@@ -135,6 +136,7 @@ pub fn dot_packed_inputs4(ty: PackedType, row: &[u8], xs: [Input; 4]) -> [f32; 4
     match ty {
         PackedType::Q4_0 => inputs4::<Q4_0, 20>(row, xs),
         PackedType::Q4_1 => inputs4::<Q4_1, 24>(row, xs),
+        PackedType::Q5_1 => inputs4::<Q5_1, 40>(row, xs),
         PackedType::Q8_0 => inputs4::<Q8_0, 36>(row, xs),
     }
 }
@@ -146,6 +148,7 @@ pub fn dot_packed(ty: PackedType, row: &[u8], x: Input) -> f32 {
     match ty {
         PackedType::Q4_0 => inputs1::<Q4_0, 20>(row, x),
         PackedType::Q4_1 => inputs1::<Q4_1, 24>(row, x),
+        PackedType::Q5_1 => inputs1::<Q5_1, 40>(row, x),
         PackedType::Q8_0 => inputs1::<Q8_0, 36>(row, x),
     }
 }
@@ -257,6 +260,7 @@ trait Lanes<const BYTES: usize> {
 struct Q4_0;
 struct Q4_1;
 struct Q8_0;
+struct Q5_1;
 
 #[inline(always)]
 fn f32_at(b: &[u8], i: usize) -> v128 {
@@ -294,17 +298,26 @@ impl Lanes<24> for Q4_1 {
     }
 }
 
-/// Byte `p` of each word, sign-extended: shifted to the top, then arithmetically down.
+/// Byte `p` of each of the eight words, sign-extended: shifted to the top, then arithmetically
+/// down (Q8_0's and Q5_1's lane integers).
+#[inline(always)]
+fn bytes(w0: v128, w1: v128) -> [v128; 8] {
+    let byte = |w: v128, p: u32| f32x4_convert_i32x4(i32x4_shr(i32x4_shl(w, 24 - 8 * p), 24));
+    [byte(w0, 0), byte(w0, 1), byte(w0, 2), byte(w0, 3), byte(w1, 0), byte(w1, 1), byte(w1, 2), byte(w1, 3)]
+}
+
 impl Lanes<36> for Q8_0 {
     #[inline(always)]
     fn lanes(b: &[u8; 36]) -> Lanes4 {
-        let (w0, w1) = (words::<4, 36>(b), words::<20, 36>(b));
-        let byte = |w: v128, p: u32| f32x4_convert_i32x4(i32x4_shr(i32x4_shl(w, 24 - 8 * p), 24));
-        (
-            f32_at(b, 0),
-            None,
-            [byte(w0, 0), byte(w0, 1), byte(w0, 2), byte(w0, 3), byte(w1, 0), byte(w1, 1), byte(w1, 2), byte(w1, 3)],
-        )
+        (f32_at(b, 0), None, bytes(words::<4, 36>(b), words::<20, 36>(b)))
+    }
+}
+
+/// Q5_1: Q8_0's bytes (5-bit, so never negative) after a scale and a min.
+impl Lanes<40> for Q5_1 {
+    #[inline(always)]
+    fn lanes(b: &[u8; 40]) -> Lanes4 {
+        (f32_at(b, 0), Some(f32_at(b, 4)), bytes(words::<8, 40>(b), words::<24, 40>(b)))
     }
 }
 
@@ -316,7 +329,7 @@ mod tests {
     use super::super::scalar;
     use super::super::tests::wild;
 
-    const PACKED_TYPES: [PackedType; 3] = [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0];
+    const PACKED_TYPES: [PackedType; 4] = [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0, PackedType::Q5_1];
 
     #[wasm_bindgen_test]
     fn dot_rows_of_every_ragged_length_match_the_portable_code_bit_for_bit() {

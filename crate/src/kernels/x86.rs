@@ -1,5 +1,5 @@
 //! Explicit AVX/AVX2 versions of the hottest reductions for x86-64, chosen at run time:
-//! [`dot_rows`] (f32 weights) and [`dot_packed`] (packed Q4_0 / Q4_1 / Q8_0 weights).
+//! [`dot_rows`] (f32 weights) and [`dot_packed`] (packed Q4_0 / Q4_1 / Q8_0 / Q5_1 weights).
 //!
 //! Lane `l` of the 256-bit accumulator is partial sum `l` of the portable code, the tail goes to
 //! the same lanes, and the fold is [`super::fold_lanes`]: results are bit-identical to the
@@ -61,6 +61,7 @@ pub unsafe fn dot_packed<const NR: usize, const NT: usize>(
         PackedType::Q4_0 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q4_0),
         PackedType::Q4_1 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q4_1),
         PackedType::Q8_0 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q8_0),
+        PackedType::Q5_1 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q5_1),
     }
 }
 
@@ -82,7 +83,7 @@ unsafe fn dot_blocks<const NR: usize, const NT: usize>(
     for x in &xs {
         x.check(ty, n);
     }
-    let with_min = ty == PackedType::Q4_1;
+    let with_min = ty.has_min();
     let mut acc = [[_mm256_setzero_ps(); NT]; NR];
     for b in 0..n / BLOCK {
         for r in 0..NR {
@@ -183,6 +184,19 @@ unsafe fn lanes_q8_0(b: *const u8) -> (__m256, __m256, Lanes) {
     )
 }
 
+/// Q5_1: Q8_0's bytes (unsigned 5-bit values, so the sign extension changes nothing) after a
+/// scale and a min.
+#[inline(always)]
+unsafe fn lanes_q5_1(b: *const u8) -> (__m256, __m256, Lanes) {
+    let (w0, w1) = (words(b.add(8)), words(b.add(24)));
+    let (even, odd) = (halves(24, 16), halves(8, 0));
+    (
+        f32_at(b),
+        f32_at(b.add(4)),
+        [signed_byte(w0, even), signed_byte(w0, odd), signed_byte(w1, even), signed_byte(w1, odd)],
+    )
+}
+
 #[inline(always)]
 unsafe fn signed_byte(w: __m256i, shift: __m256i) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_sllv_epi32(w, shift), 24))
@@ -213,7 +227,7 @@ mod tests {
         }
         use crate::kernels::packed::{self, PackedType};
         use crate::kernels::tests::wild;
-        for ty in [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0] {
+        for ty in [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0, PackedType::Q5_1] {
             for n in [32, 64, 96, 576] {
                 let bytes = packed::sample_rows(ty, n, 4);
                 let rows: Vec<&[u8]> = bytes.chunks(ty.row_bytes(n).unwrap()).collect();

@@ -125,13 +125,13 @@ fn random_row(format: GgmlType, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32
             dequantize_row(format, &stored, &mut values);
             (stored, values)
         }
-        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0 => {
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => {
             let Some(ty) = PackedType::of(format) else { unreachable!("{format:?} has a packed form") };
             let block = format.block_bytes();
             let mut file = noise(cols / 32 * block);
             for b in file.chunks_exact_mut(block) {
                 scale(b, 0, 0.01 + (b[4] as f32) / 2550.0);
-                if ty == PackedType::Q4_1 {
+                if ty.has_min() {
                     scale(b, 2, -0.05 + (b[5] as f32) / 2550.0);
                 }
             }
@@ -140,18 +140,17 @@ fn random_row(format: GgmlType, cols: usize, rng: &mut Rng) -> (Vec<u8>, Vec<f32
             packed::dequantize_row(ty, &stored, &mut values);
             (stored, values)
         }
-        GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
             let (ty, scales_at) = match format {
-                GgmlType::Q5_1 => (GgmlType::Q5_1, &[0usize, 2][..]),
-                GgmlType::Q4_K => (GgmlType::Q4_K, &[0, 2][..]),
+                GgmlType::Q4_K => (GgmlType::Q4_K, &[0usize, 2][..]),
                 GgmlType::Q5_K => (GgmlType::Q5_K, &[0, 2][..]),
                 _ => (GgmlType::Q6_K, &[208][..]),
             };
             let block = ty.block_bytes();
-            let mut stored = noise(cols / ty.block_len() * block);
+            let mut stored = noise(cols / 256 * block);
             for b in stored.chunks_exact_mut(block) {
                 for &at in scales_at {
-                    scale(b, at, 0.001 + (b[20] as f32) / 25500.0 - if at == 2 { 0.004 } else { 0.0 });
+                    scale(b, at, 0.001 + (b[20] as f32) / 25500.0);
                 }
             }
             dequantize_row(ty, &stored, &mut values);

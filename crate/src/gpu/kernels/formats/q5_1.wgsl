@@ -1,17 +1,18 @@
-// Q5_1 weights (GGUF type 7) for the matmul shader: blocks of 32 weights in 24 bytes (6 words):
-//   byte 0..2 d (f16) | 2..4 m (f16) | 4..8 qh, the fifth bits (bit e for weight e) | 8..24 qs,
-//   low nibbles weights 0–15, high nibbles 16–31
-// Weight = d·q + m, q = nibble + 16·bit, as llama.cpp's dequantize_row_q5_1.
+// Q5_1 in gptlens's packed layout (kernels/packed.rs), 10 words a block of 32:
+// | d f32 | m f32 | W0 … W7 |, element 16h + 4p + k = byte p of W_{4h+k} (a 5-bit q),
+// weight d·q + m.
 fn decode_unit(base: u32, u: u32, cols: u32) -> array<f32, 32> {
     var v: array<f32, 32>;
-    let b = base + u * 6u;
-    let d = f16_to_f32(w[b]);
-    let m = f16_to_f32(w[b] >> 16u);
-    let qh = w[b + 1u];
-    for (var j = 0u; j < 16u; j++) {
-        let q = block_byte(b, 8u + j);
-        v[j] = f32((q & 15u) | (((qh >> j) & 1u) << 4u)) * d + m;
-        v[j + 16u] = f32((q >> 4u) | (((qh >> (j + 16u)) & 1u) << 4u)) * d + m;
+    let b = base + u * 10u;
+    let d = bitcast<f32>(w[b]);
+    let m = bitcast<f32>(w[b + 1u]);
+    for (var h = 0u; h < 2u; h++) {
+        for (var k = 0u; k < 4u; k++) {
+            let word = w[b + 2u + 4u * h + k];
+            for (var q = 0u; q < 4u; q++) {
+                v[16u * h + 4u * q + k] = d * f32(extractBits(word, 8u * q, 8u)) + m;
+            }
+        }
     }
     return v;
 }

@@ -358,8 +358,13 @@ fn bad_files_are_errors_and_the_module_still_works_after_them() {
     assert!(e.contains("not a valid safetensors file"), "{e}");
     let e = load_error(&with("config.json", b"{not json"));
     assert!(e.starts_with("bad config.json"), "{e}");
-    let e = load_error(&with("tokenizer.json", b"\xff\xfe garbage"));
+    // An unreadable tokenizer does not stop the model: it loads, runs on ids, and says why text fails.
+    let no_text = load(&with("tokenizer.json", b"\xff\xfe garbage"));
+    let problem = get(&no_text.info().map_err(message).unwrap(), "tokenizerProblem");
+    assert!(problem.as_string().is_some_and(|p| p.contains("tokenizer.json")), "{problem:?}");
+    let e = message(no_text.encode("hello").unwrap_err());
     assert!(e.contains("tokenizer"), "{e}");
+    assert_eq!(no_text.run(&prompt(4), None).map_err(message).unwrap().computed(), 4);
     let e = load_error(&F32_FILES[1..]);
     assert!(e.contains("config.json"), "{e}");
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::formats::limits::Budget;
 use crate::formats::{gguf::GgufFile, gguf_config, hf_config, safetensors::SafetensorsFile};
-use crate::model::{Model, Weights};
+use crate::model::{GgufFill, Model, Weights};
 use crate::tokenizer::Tokenizer;
 
 pub struct Checkpoint {
@@ -113,19 +113,11 @@ impl Checkpoint {
 
     fn gguf_within(bytes: &[u8], budget: &Budget) -> Result<Checkpoint> {
         let file = GgufFile::parse(bytes)?;
-        let config = gguf_config::parse(&file)?;
-        let weights = Weights::from_gguf(&config, &file, budget)?;
-        // A vocabulary gptlens cannot read does not stop the model: token ids still run it.
-        let (tokenizer, tokenizer_problem) = match file.metadata("tokenizer.ggml.model") {
-            None => (None, None),
-            Some(_) => match Tokenizer::from_gguf(&file) {
-                Ok(tokenizer) => (Some(tokenizer), None),
-                Err(e) => (None, Some(e.to_string())),
-            },
-        };
-        let name =
-            file.metadata("general.name").and_then(|v| v.as_str()).map(str::to_owned).filter(|n| !n.trim().is_empty());
-        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, tokenizer_problem, name })
+        let mut head = GgufHead::read(&file, budget)?;
+        for t in file.tensors() {
+            head.fill.feed(t.file_range().start, t.data())?;
+        }
+        head.finish()
     }
 
     /// Loads a model folder, a `.gguf` file, or a `.safetensors` file with its `config.json` (and
@@ -176,6 +168,141 @@ impl Checkpoint {
         }
         let files = owned.iter().map(|(k, v)| (k.clone(), v.as_slice())).collect();
         Checkpoint::from_files_with(&files, options)
+    }
+}
+
+/// What a GGUF's header gives: the config, the tokenizer and the name, and the weights planned
+/// and allocated, waiting for the tensors' bytes.
+struct GgufHead {
+    config: crate::model::Config,
+    fill: GgufFill,
+    tokenizer: Option<Tokenizer>,
+    tokenizer_problem: Option<String>,
+    name: Option<String>,
+}
+
+impl GgufHead {
+    fn read(file: &GgufFile, budget: &Budget) -> Result<GgufHead> {
+        let config = gguf_config::parse(file)?;
+        let fill = GgufFill::plan(&config, file, budget)?;
+        // A vocabulary gptlens cannot read does not stop the model: token ids still run it.
+        let (tokenizer, tokenizer_problem) = match file.metadata("tokenizer.ggml.model") {
+            None => (None, None),
+            Some(_) => match Tokenizer::from_gguf(file) {
+                Ok(tokenizer) => (Some(tokenizer), None),
+                Err(e) => (None, Some(e.to_string())),
+            },
+        };
+        let name =
+            file.metadata("general.name").and_then(|v| v.as_str()).map(str::to_owned).filter(|n| !n.trim().is_empty());
+        Ok(GgufHead { config, fill, tokenizer, tokenizer_problem, name })
+    }
+
+    fn finish(self) -> Result<Checkpoint> {
+        let weights = self.fill.finish()?;
+        let model = Arc::new(Model { config: self.config, weights });
+        Ok(Checkpoint { model, tokenizer: self.tokenizer, tokenizer_problem: self.tokenizer_problem, name: self.name })
+    }
+}
+
+/// A `.gguf` checkpoint loaded from its bytes as they arrive (a download, a file read in pieces):
+/// the first bytes are kept until the header parses, then every piece goes straight into the
+/// weights and is let go, so the model is in memory once — not once as a file and again as
+/// weights, as when the whole file is handed over.
+///
+/// ```no_run
+/// # fn main() -> gptlens::Result<()> {
+/// use std::io::Read;
+/// let mut file = std::fs::File::open("model.gguf").unwrap();
+/// let len = file.metadata().unwrap().len();
+/// let mut stream = gptlens::checkpoint::GgufStream::new(len, &Default::default())?;
+/// let mut piece = vec![0; 1 << 20];
+/// loop {
+///     let n = file.read(&mut piece).unwrap();
+///     if n == 0 { break; }
+///     stream.push(&piece[..n])?;
+/// }
+/// let checkpoint = stream.finish()?;
+/// # Ok(()) }
+/// ```
+pub struct GgufStream {
+    file_len: usize,
+    received: usize,
+    options: LoadOptions,
+    state: StreamState,
+}
+
+enum StreamState {
+    /// The first bytes, and how many to have before trying to parse the header again.
+    Header {
+        bytes: Vec<u8>,
+        next_try: usize,
+    },
+    Body(Box<GgufHead>),
+    /// An error ended the stream.
+    Failed,
+}
+
+impl GgufStream {
+    /// A stream for a file of `file_len` bytes (what the download or the file says it holds).
+    pub fn new(file_len: u64, options: &LoadOptions) -> Result<GgufStream> {
+        let file_len = usize::try_from(file_len)
+            .map_err(|_| Error::Gguf(format!("a file of {file_len} bytes does not fit in this address space")))?;
+        let state = StreamState::Header { bytes: Vec::new(), next_try: 8 };
+        Ok(GgufStream { file_len, received: 0, options: options.clone(), state })
+    }
+
+    /// The file's next bytes. An error (not GGUF, a bad header, over budget, more bytes than
+    /// announced) ends the stream: it takes no more.
+    pub fn push(&mut self, piece: &[u8]) -> Result<()> {
+        let pushed = self.take(piece);
+        if pushed.is_err() {
+            self.state = StreamState::Failed;
+        }
+        pushed
+    }
+
+    fn take(&mut self, piece: &[u8]) -> Result<()> {
+        let offset = self.received;
+        self.received = offset.checked_add(piece.len()).filter(|&n| n <= self.file_len).ok_or_else(|| {
+            Error::Gguf(format!("more bytes arrived than the {} the file was said to have", self.file_len))
+        })?;
+        match &mut self.state {
+            StreamState::Failed => Err(Error::Gguf("the stream already failed; start again".into())),
+            StreamState::Body(head) => head.fill.feed(offset, piece),
+            StreamState::Header { bytes, next_try } => {
+                bytes.extend_from_slice(piece);
+                // The header's length is known only once it parses: try at doubling sizes, so the
+                // bytes are parsed about twice over in all.
+                if bytes.len() < *next_try && self.received < self.file_len {
+                    return Ok(());
+                }
+                *next_try = bytes.len().saturating_mul(2);
+                let Some(file) = GgufFile::parse_header(bytes, self.file_len)? else { return Ok(()) };
+                let budget = Budget::resolve(self.options.memory_budget, bytes.len() as u64)?;
+                let mut head = GgufHead::read(&file, &budget)?;
+                head.fill.feed(0, bytes)?;
+                self.state = StreamState::Body(Box::new(head));
+                Ok(())
+            }
+        }
+    }
+
+    /// The checkpoint, once all the file's bytes have come.
+    pub fn finish(self) -> Result<Checkpoint> {
+        if self.received < self.file_len {
+            return Err(Error::Gguf(format!(
+                "the file ended after {} of its {} bytes (truncated?)",
+                self.received, self.file_len
+            )));
+        }
+        match self.state {
+            StreamState::Body(head) => head.finish(),
+            // All bytes came, so the header was parsed (and said why it failed), or a push failed.
+            StreamState::Header { .. } | StreamState::Failed => {
+                Err(Error::Gguf("the stream failed earlier; start again".into()))
+            }
+        }
     }
 }
 

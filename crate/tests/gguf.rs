@@ -5,10 +5,11 @@
 
 use std::path::PathBuf;
 
+use gptlens::checkpoint::{GgufStream, LoadOptions};
 use gptlens::formats::gguf::{Array, GgufFile, Value};
 use gptlens::kernels::quant::{dequantize_row, dot_row_quant, GgmlType};
 use gptlens::sample::Rng;
-use gptlens::{Checkpoint, Error};
+use gptlens::{CaptureSpec, Checkpoint, Error, Session};
 
 // ---- a tiny GGUF writer ------------------------------------------------------------------------
 
@@ -596,4 +597,102 @@ fn the_model_name_comes_from_general_name() {
     assert_eq!(ckpt.name.as_deref(), Some("gptlens llama-tiny-q"));
     let hf = Checkpoint::open(&fixtures.join("gpt2-tiny-f32")).unwrap();
     assert_eq!(hf.name, None, "its config.json has no _name_or_path");
+}
+
+// ---- loading in pieces -------------------------------------------------------------------------------
+
+fn fixture_bytes(model: &str) -> Vec<u8> {
+    std::fs::read(
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures")).join(model).join("model.gguf"),
+    )
+    .unwrap()
+}
+
+/// `bytes` pushed through a [`GgufStream`] in pieces of the given sizes (cycled).
+fn streamed(bytes: &[u8], sizes: &[usize]) -> gptlens::Result<Checkpoint> {
+    let mut stream = GgufStream::new(bytes.len() as u64, &LoadOptions::default())?;
+    let (mut at, mut i) = (0, 0);
+    while at < bytes.len() {
+        let end = (at + sizes[i % sizes.len()]).min(bytes.len());
+        stream.push(&bytes[at..end])?;
+        (at, i) = (end, i + 1);
+    }
+    stream.finish()
+}
+
+fn last_logits(checkpoint: &Checkpoint) -> Vec<f32> {
+    let mut session = Session::new(checkpoint.model.clone());
+    session.run(&[1, 5, 9, 2, 7, 3], &CaptureSpec::none()).unwrap().last_logits
+}
+
+#[test]
+fn a_gguf_loaded_in_pieces_of_any_size_is_the_same_model() {
+    let mut rng = Rng::new(0x5752_4541);
+    let random: Vec<usize> = (0..64).map(|_| 1 + (rng.next_u64() % 9000) as usize).collect();
+    for model in ["gpt2-tiny-gguf", "llama-tiny-q", "llama-tiny-q5", "qwen2-tiny-gguf", "gemma3-tiny-gguf"] {
+        let bytes = fixture_bytes(model);
+        let whole = Checkpoint::from_gguf(&bytes).unwrap();
+        for sizes in [&[1][..], &[7], &[4096], &random, &[bytes.len()]] {
+            let what = format!("{model} in pieces of {:?}…", &sizes[..sizes.len().min(3)]);
+            let pieces = streamed(&bytes, sizes).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(pieces.model.config, whole.model.config, "{what}");
+            assert_eq!(pieces.model.weights.memory_bytes(), whole.model.weights.memory_bytes(), "{what}");
+            assert_eq!(pieces.name, whole.name, "{what}");
+            // Bit for bit: every value reached its place.
+            assert_eq!(last_logits(&pieces), last_logits(&whole), "{what}");
+            if let Ok(tokenizer) = whole.tokenizer() {
+                let text = "Hello, world! 123";
+                assert_eq!(
+                    pieces.tokenizer().unwrap().encode(text).unwrap(),
+                    tokenizer.encode(text).unwrap(),
+                    "{what}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stream_that_is_not_gguf_ends_early_or_runs_over_says_so() {
+    let bytes = fixture_bytes("llama-tiny-q");
+    let message = |e: Error| e.to_string();
+    // Not GGUF: refused at the eighth byte, not after the whole file.
+    let mut stream = GgufStream::new(1 << 30, &LoadOptions::default()).unwrap();
+    let e = message(stream.push(b"PK\x03\x04\0\0\0\0").unwrap_err());
+    assert!(e.contains("not \"GGUF\""), "{e}");
+    let e = message(stream.push(b"more").unwrap_err());
+    assert!(e.contains("already failed"), "{e}");
+    // Ends early: in the header, and in the tensors.
+    for cut in [100, bytes.len() / 2, bytes.len() - 1] {
+        let mut stream = GgufStream::new(bytes.len() as u64, &LoadOptions::default()).unwrap();
+        stream.push(&bytes[..cut]).unwrap();
+        let e = message(stream.finish().err().unwrap());
+        assert!(e.contains(&format!("ended after {cut} of its {} bytes", bytes.len())), "{e}");
+    }
+    // More bytes than announced.
+    let mut stream = GgufStream::new(bytes.len() as u64 - 10, &LoadOptions::default()).unwrap();
+    let e = message(stream.push(&bytes).unwrap_err());
+    assert!(e.contains("more bytes arrived than the"), "{e}");
+    // A length that puts a tensor past the end is the whole-file reader's error, once the header is there.
+    let mut stream = GgufStream::new(bytes.len() as u64 - 10, &LoadOptions::default()).unwrap();
+    let e = message(stream.push(&bytes[..bytes.len() - 10]).unwrap_err());
+    assert!(e.contains("run past the end of the file"), "{e}");
+    // Over budget: refused once the header says how big the model is, before its tensors arrive.
+    let tight = LoadOptions { memory_budget: Some(64 * 1024) };
+    let mut stream = GgufStream::new(bytes.len() as u64, &tight).unwrap();
+    let e = stream.push(&bytes[..16 * 1024]).unwrap_err();
+    assert!(matches!(e, Error::OverBudget { .. }), "{e}");
+}
+
+#[test]
+fn a_stream_names_unsupported_tensors_like_a_whole_file() {
+    let bytes = Builder::new()
+        .kv("general.architecture", STRING, string(b"bert"))
+        .tensor("embeddings.weight", &[32, 2], 10, vec![0; 64])
+        .build()
+        .bytes;
+    let whole = Checkpoint::from_gguf(&bytes).err().unwrap().to_string();
+    let pieces = streamed(&bytes, &[5]).err().unwrap().to_string();
+    assert!(whole.contains("`embeddings.weight`"), "{whole}");
+    assert_eq!(pieces, whole);
 }

@@ -2,6 +2,7 @@
 // model loaded from disk, results compared with the PyTorch reference. run.sh copies this folder
 // into a fresh project that has only the tarball installed.
 import assert from 'node:assert/strict';
+import { createReadStream } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -272,6 +273,7 @@ function fakeWorker() {
       const result = {
         init: backend(),
         load: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
+        loadGgufEnd: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
         openSession: 1,
         run: { id: 2, tokens: Uint32Array.from(referenceTokens), computed: referenceTokens.length, tensors: {} },
       }[op];
@@ -315,5 +317,60 @@ test('the worker client checks the same arguments before posting anything to the
   assert.deepEqual(sent[0].args, [2, 513, { temperature: 1, topK: 513 }]);
   assert.deepEqual(sent[1].args, [1, 512]);
   assert.ok(sent[2].args[0] instanceof Uint32Array);
+  engine.terminate();
+});
+
+const ggufPath = join(process.env.GPTLENS_FIXTURES, 'llama-tiny-q', 'model.gguf');
+const ggufBytes = new Uint8Array(await readFile(ggufPath));
+
+test('a .gguf loaded as it arrives (a Node stream, a web ReadableStream) is the model loaded whole', async () => {
+  const whole = Model.load({ 'model.gguf': ggufBytes });
+  const tokens = [1, 5, 9, 2, 7];
+  const logits = (m) => m.run(tokens, ['logits']).tensor('logits').data;
+  const progress = [];
+  const fromNode = await Model.loadGguf(createReadStream(ggufPath, { highWaterMark: 4093 }), ggufBytes.length, {
+    onProgress: (read) => progress.push(read),
+  });
+  const fromWeb = await Model.loadGguf(new Blob([ggufBytes]).stream(), ggufBytes.length);
+  for (const streamed of [fromNode, fromWeb]) {
+    assert.deepEqual(streamed.info(), whole.info());
+    assert.deepEqual(logits(streamed), logits(whole));
+    assert.deepEqual(streamed.encode('Hello world'), whole.encode('Hello world'));
+    streamed.free();
+  }
+  assert.ok(progress.length > 100 && progress.at(-1) === ggufBytes.length, `progress ${progress.length} × up to ${progress.at(-1)}`);
+  whole.free();
+});
+
+test('a streamed .gguf that is not GGUF, ends early, runs over or has a bad size is an Error', async () => {
+  const stream = (bytes) => new Blob([bytes]).stream();
+  await assert.rejects(Model.loadGguf(stream(new TextEncoder().encode('{"not": "gguf"}')), 15), /not "GGUF"/);
+  const half = ggufBytes.subarray(0, ggufBytes.length >> 1);
+  await assert.rejects(Model.loadGguf(stream(half), ggufBytes.length), new RegExp(`ended after ${half.length} of its ${ggufBytes.length} bytes`));
+  await assert.rejects(Model.loadGguf(stream(ggufBytes), ggufBytes.length - 1), /more bytes arrived than the/);
+  for (const size of [-1, 1.5, NaN, 2 ** 60]) {
+    await assert.rejects(Model.loadGguf(stream(ggufBytes), size), { name: 'RangeError', message: /^fileBytes must be an integer in \[0, 2\^53\)/ });
+  }
+  await assert.rejects(Model.loadGguf(stream(ggufBytes), '12'), { name: 'TypeError' });
+  // The engine is fine afterwards.
+  assert.equal(model.run([1, 2, 3], []).computed, 3);
+});
+
+test('the worker client sends a streamed .gguf in batches of at most 4 MiB, in order, one at a time', async () => {
+  const worker = fakeWorker();
+  const engine = await createWorkerClient({ worker });
+  const big = new Uint8Array(9 * 2 ** 20 + 12345).map((_, i) => (i * 31) & 0xff);
+  const progress = [];
+  await engine.loadGguf(new Blob([big]).stream(), big.length, { onProgress: (sent) => progress.push(sent) });
+  const ops = worker.posted.map(({ op }) => op);
+  assert.deepEqual(ops, ['init', 'loadGgufBegin', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufEnd']);
+  assert.deepEqual(worker.posted[1].args, [big.length]);
+  const pieces = worker.posted.filter(({ op }) => op === 'loadGgufPiece').map(({ args }) => args[0]);
+  assert.deepEqual(pieces.map((p) => p.length), [4 << 20, 4 << 20, big.length - (8 << 20)]);
+  const joined = new Uint8Array(big.length);
+  pieces.reduce((at, p) => (joined.set(p, at), at + p.length), 0);
+  assert.deepEqual(joined, big);
+  assert.deepEqual(progress, [4 << 20, 8 << 20, big.length]);
+  await assert.rejects(engine.loadGguf(new Blob([big]).stream(), -3), { name: 'RangeError' });
   engine.terminate();
 });

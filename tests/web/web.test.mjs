@@ -7,7 +7,7 @@
 // from the GPU, and without it the page stays on the CPU and says why. A missing adapter skips
 // those tests, or fails them under REQUIRE_GPU=1.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { after, before, test } from 'node:test';
@@ -744,7 +744,20 @@ test('keystroke → redraw on SmolLM2-135M', async (t) => {
   const result = await measureTyping(SMOLLM, TYPED, { loadingShot: true });
   console.log(`keystroke → redraw, SmolLM2-135M: median ${result.median} ms, p95 ${result.p95} ms, max ${result.max} ms over ${result.count} redraws; last: ${result.stages}; ${result.size.replace('\n', ', ')}`);
   assert.ok(result.count > 0);
+  assertHeldOnce(result.size, statSync(`${repo}/assets/models/SmolLM2-135M-Instruct.Q4_1.gguf`).size);
 });
+
+/**
+ * The diagnostics' size line says the engine's memory after loading a `fileBytes` .gguf is about
+ * the file's size: its pieces went into the weights as they arrived. Handed over whole, the file
+ * and the weights were in memory together (file + weights ≥ 2 × file).
+ */
+function assertHeldOnce(size, fileBytes) {
+  const mb = Number(/engine memory ([\d.]+) MB/.exec(size)?.[1]);
+  const ratio = (mb * 2 ** 20) / fileBytes;
+  console.log(`engine memory after loading: ${mb} MB for a ${(fileBytes / 2 ** 20).toFixed(0)} MB file (${ratio.toFixed(2)}×)`);
+  assert.ok(ratio < 1.5, `engine memory ${mb} MB is ${ratio.toFixed(2)}× the ${fileBytes} B file`);
+}
 
 /** The id of the element that has the keyboard focus (data-testid, aria-label or tag). */
 const focused = (page) =>
@@ -1181,7 +1194,9 @@ test('Gemma-3-270M (fetched on request): listed with its terms, its tokens, a ma
   const top = (await candidates(page)).slice(0, 3).map((candidate) => candidate.id);
   assert.deepEqual(top, [506, 496, 9079], 'transformers’ top three: “ the”, “ a”, “ Paris”');
   assert.match(await page.getByTestId('layernorm').innerText(), /RMSNorm/);
-  console.log(`Gemma-3-270M in the page: ${(await field(page, 'model')).replace(/\n/g, ' ')}; ${(await field(page, 'stages')).replace(/\n/g, ' ')}`);
+  const size = await field(page, 'size');
+  console.log(`Gemma-3-270M in the page: ${(await field(page, 'model')).replace(/\n/g, ' ')}; ${(await field(page, 'stages')).replace(/\n/g, ' ')}; ${size.replace(/\n/g, ' ')}`);
+  assertHeldOnce(size, statSync(`${repo}/assets/models/${file}`).size);
   await page.close();
 });
 

@@ -29,6 +29,11 @@ export interface Run {
   forwardMs: number;
 }
 
+interface EngineOptions {
+  threads: number | undefined;
+  backend: BackendChoice;
+}
+
 export class Engine {
   private readonly labelCache = new Map<number, string>();
   private readonly capture: HookName[];
@@ -46,15 +51,32 @@ export class Engine {
    * what is wrong with them, or that WebGPU is not there. `threads` as in the package's `init`
    * (default: one per core; the WebGPU backend runs the single-thread build).
    */
-  static async load(files: ModelFiles, { threads, backend }: { threads: number | undefined; backend: BackendChoice }): Promise<Engine> {
+  static load(files: ModelFiles, options: EngineOptions): Promise<Engine> {
+    return Engine.start(options, (client) => client.load(files, { transfer: true }));
+  }
+
+  /**
+   * `load` for a lone .gguf read as it arrives (`fileBytes` long): its pieces go to the Worker as
+   * they come and into the weights there, so neither the page nor the Worker holds the file whole.
+   */
+  static loadGguf(body: ReadableStream<Uint8Array>, fileBytes: number, options: EngineOptions & { onProgress: (bytesRead: number) => void }): Promise<Engine> {
+    return Engine.start(options, (client) => client.loadGguf(body, fileBytes, { onProgress: options.onProgress }));
+  }
+
+  private static async start({ threads, backend }: EngineOptions, load: (client: GptlensWorker) => Promise<ModelInfo>): Promise<Engine> {
     const client = await createWorkerClient(threads === undefined ? { backend } : { threads, backend });
     try {
-      const info = await client.load(files, { transfer: true });
+      const info = await load(client);
       return new Engine(client, info, await client.session());
     } catch (error) {
       client.terminate();
       throw error;
     }
+  }
+
+  /** Bytes of the Worker's engine memory: the most loading and running have taken (it never shrinks). */
+  engineMemory(): Promise<number> {
+    return this.client.engineMemory();
   }
 
   /** The wasm build the Worker runs (SIMD, threads) and why. */

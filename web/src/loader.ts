@@ -4,7 +4,7 @@
 import type { BackendChoice } from 'gptlens';
 import { formatBytes } from './dom.ts';
 import { Engine } from './engine.ts';
-import { readSource, type ModelSource } from './model-files.ts';
+import { openGguf, readSource, type ModelSource } from './model-files.ts';
 import type { LoadedModel, Store } from './store.ts';
 
 export class Loader {
@@ -51,13 +51,25 @@ export class Loader {
       name = resolved.name;
       const reading = restarting ? `${restarting}: reading ${name} again` : `Reading ${name}`;
       this.store.set({ loadError: undefined, loading: { label: reading, fraction: 0 } });
-      const files = await readSource(resolved, (fraction) => {
+      const progress = (fraction: number | undefined) => {
         if (ticket === this.latest) this.store.set({ loading: { label: reading, fraction } });
-      });
-      const bytes = Object.values(files).reduce((sum, file) => sum + file.byteLength, 0);
-      this.store.set({ loading: { label: `Checking and loading ${name} (${formatBytes(bytes)})`, fraction: undefined } });
+      };
       const started = performance.now();
-      const engine = await Engine.load(files, { threads: this.threads, backend });
+      let engine: Engine;
+      let bytes: number;
+      const gguf = await openGguf(resolved);
+      if (gguf) {
+        // Read and loaded at once, piece by piece: the model is held once, in the Worker's weights.
+        bytes = gguf.bytes;
+        const options = { threads: this.threads, backend, onProgress: (read: number) => progress(bytes > 0 ? Math.min(1, read / bytes) : undefined) };
+        engine = await Engine.loadGguf(gguf.body, bytes, options);
+      } else {
+        const files = await readSource(resolved, progress);
+        bytes = Object.values(files).reduce((sum, file) => sum + file.byteLength, 0);
+        this.store.set({ loading: { label: `Checking and loading ${name} (${formatBytes(bytes)})`, fraction: undefined } });
+        engine = await Engine.load(files, { threads: this.threads, backend });
+      }
+      const engineBytes = await engine.engineMemory();
       if (ticket !== this.latest) {
         engine.dispose();
         return;
@@ -67,7 +79,7 @@ export class Loader {
       // _name_or_path), else by their folder or file; the server's models keep the list's name.
       const own = (engine.info as { name?: unknown }).name;
       const named = resolved.id === undefined && typeof own === 'string' && own.trim() ? own.trim() : name;
-      this.loaded({ engine, source: { ...resolved, name: named }, id: resolved.id, name: named, bytes, loadMs: performance.now() - started });
+      this.loaded({ engine, source: { ...resolved, name: named }, id: resolved.id, name: named, bytes, engineBytes, loadMs: performance.now() - started });
       previous?.engine.dispose();
       if (restarting) this.store.set({ loadError: `${restarting}; ${named} was loaded again.` });
     } catch (error) {

@@ -170,6 +170,20 @@ export function urlSource(address: string): ModelSource {
   };
 }
 
+/**
+ * The lone .gguf of `source`, opened, with its size, for loading as it arrives; undefined for
+ * other file sets. A server that does not say the size gets its file read whole first.
+ */
+export async function openGguf(source: ModelSource): Promise<{ body: ReadableStream<Uint8Array>; bytes: number } | undefined> {
+  const [file, ...others] = source.files;
+  if (!file || others.length > 0 || !file.name.endsWith('.gguf')) return undefined;
+  const opened = await file.open();
+  if (!opened) throw new SourceError(`${file.name} could not be opened`);
+  if (opened.bytes !== undefined) return { body: opened.body, bytes: opened.bytes };
+  const whole = new Uint8Array(await new Response(opened.body).arrayBuffer());
+  return { body: new Blob([whole]).stream(), bytes: whole.byteLength };
+}
+
 /** Reads every file of `source`, reporting the fraction read (undefined when the total is unknown). */
 export async function readSource(source: ModelSource, progress: (fraction: number | undefined) => void): Promise<ModelFiles> {
   const opened = [];

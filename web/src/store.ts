@@ -16,6 +16,9 @@ export interface LoadedModel {
   id: string | undefined;
   name: string;
   bytes: number;
+  /** The Worker's engine memory once loaded: what loading took at most (wasm memory never shrinks). */
+  engineBytes: number;
+  /** From the first byte read to the model ready. */
   loadMs: number;
 }
 

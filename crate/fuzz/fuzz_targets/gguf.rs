@@ -1,6 +1,7 @@
 //! The GGUF reader on arbitrary bytes: parsing, every accessor a loader uses, the config, the
-//! tokenizer metadata and the weights built from it under a small memory budget. Anything but a
-//! typed error or a value is a finding.
+//! tokenizer metadata and the weights built from it under a small memory budget, and the header
+//! read from a prefix (as a file arriving in pieces is) agreeing with the whole file's. Anything
+//! but a typed error or a value is a finding.
 //!
 //! Building the BPE tokenizer itself is left out: it compiles the pre-tokenizer's Unicode regexes
 //! (tens of milliseconds under ASan), which would bring this target to a few dozen executions a
@@ -9,7 +10,7 @@
 
 use gptlens::formats::limits::{Budget, BudgetOrigin};
 use gptlens::formats::{gguf::GgufFile, gguf_config};
-use gptlens::model::Weights;
+use gptlens::model::GgufFill;
 use gptlens::tokenizer::GgufVocab;
 use libfuzzer_sys::fuzz_target;
 
@@ -17,7 +18,13 @@ use libfuzzer_sys::fuzz_target;
 const BUDGET: u64 = 256 << 20;
 
 fuzz_target!(|data: &[u8]| {
+    let from_prefix = GgufFile::parse_header(&data[..data.len() / 2], data.len());
     let Ok(file) = GgufFile::parse(data) else { return };
+    // A header that parses from a prefix is the whole file's header, tensor for tensor.
+    if let Ok(Some(header)) = from_prefix {
+        let ranges = |f: &GgufFile| f.tensors().iter().map(|t| (t.name().to_string(), t.file_range())).collect::<Vec<_>>();
+        assert_eq!(ranges(&header), ranges(&file));
+    }
     for t in file.tensors() {
         let _ = t.row(0);
         let _ = t.row(t.n_rows().saturating_sub(1));
@@ -33,7 +40,13 @@ fuzz_target!(|data: &[u8]| {
     let _ = GgufVocab::from_gguf(&file);
     if let Ok(config) = gguf_config::parse(&file) {
         let budget = Budget { bytes: BUDGET, origin: BudgetOrigin::Option, files: data.len() as u64 };
-        if let Ok(weights) = Weights::from_gguf(&config, &file, &budget) {
+        let filled = GgufFill::plan(&config, &file, &budget).and_then(|mut fill| {
+            for t in file.tensors() {
+                fill.feed(t.file_range().start, t.data())?;
+            }
+            fill.finish()
+        });
+        if let Ok(weights) = filled {
             let mut row = vec![0.0; config.d_model];
             weights.row(&weights.token_embd, config.vocab_size - 1, &mut row);
         }

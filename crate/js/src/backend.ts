@@ -23,6 +23,7 @@ export type Glue = Omit<typeof SingleThreadGlue, 'requestGpu'> & {
 interface Loaded {
   glue: Glue;
   backend: Backend;
+  memory: WebAssembly.Memory;
 }
 
 let loading: Promise<Loaded> | undefined;
@@ -51,6 +52,14 @@ export function backend(): Backend {
 /** The loaded wasm-bindgen module; for this package's wrappers. */
 export function glue(): Glue {
   return current().glue;
+}
+
+/**
+ * Bytes of the engine's WebAssembly memory: what loading a model and running it took at most,
+ * since wasm memory grows and never shrinks. Throws before `init()` has resolved.
+ */
+export function engineMemoryBytes(): number {
+  return current().memory.buffer.byteLength;
 }
 
 function current(): Loaded {
@@ -106,14 +115,14 @@ async function plan({ threads, backend = 'cpu' }: InitOptions): Promise<Plan> {
   return { build: 'mt', threads: count, reason: `multi-thread: ${count} threads (page is crossOriginIsolated)${clamped}` };
 }
 
-async function start(build: Build): Promise<Glue> {
+async function start(build: Build): Promise<{ glue: Glue; memory: WebAssembly.Memory }> {
   // Literal specifiers so bundlers see both builds; `as string` because the threaded build's
   // files exist only where the nightly toolchain built them.
   const glue = (build === 'mt'
     ? await import('../wasm/mt/gptlens.js' as string)
     : await import('../wasm/st/gptlens.js')) as Glue;
-  await glue.default(isNode() ? { module_or_path: await readWasmFile(build) } : undefined);
-  return glue;
+  const { memory } = await glue.default(isNode() ? { module_or_path: await readWasmFile(build) } : undefined);
+  return { glue, memory };
 }
 
 /**
@@ -136,15 +145,15 @@ async function load(options: InitOptions): Promise<Loaded> {
   let chosen = await plan(options);
   if (chosen.build === 'mt') {
     try {
-      const glue = await start('mt');
+      const { glue, memory } = await start('mt');
       if (!glue.initThreadPool) throw new Error('the threaded build exports no initThreadPool');
       await glue.initThreadPool(chosen.threads);
-      return { glue, backend: { simd: true, threads: glue.threadCount(), reason: chosen.reason } };
+      return { glue, memory, backend: { simd: true, threads: glue.threadCount(), reason: chosen.reason } };
     } catch (error) {
       chosen = singleThread(`the threaded build failed to start (${error instanceof Error ? error.message : error})`);
     }
   }
-  return { glue: await start('st'), backend: { simd: true, threads: 1, reason: chosen.reason } };
+  return { ...(await start('st')), backend: { simd: true, threads: 1, reason: chosen.reason } };
 }
 
 /**

@@ -107,3 +107,8 @@ export function capture(value: unknown, name = 'capture'): HookName[] | undefine
   });
   return [...value] as HookName[];
 }
+
+/** A size in bytes: an integer in [0, 2^53). */
+export function byteCount(value: unknown, name: string): number {
+  return integer(value, name, 0, Number.MAX_SAFE_INTEGER + 1, '[0, 2^53)');
+}

@@ -3,6 +3,7 @@
 // is closed or released here; garbage collection of the handle does that too, later.
 import * as check from './check.js';
 import { EngineCrashedError } from './crash.js';
+import { iteratePieces, type Pieces } from './pieces.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type { Backend, BackendChoice, BackendInfo, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
@@ -80,6 +81,9 @@ class Connection {
   }
 }
 
+/** Pieces of a streamed .gguf go to the worker in batches of this many bytes. */
+const BATCH_BYTES = 4 << 20;
+
 export class GptlensWorker {
   private placed: BackendInfo | undefined;
   /** The loaded model's vocabulary size: token ids are checked against it here, before posting. */
@@ -114,6 +118,61 @@ export class GptlensWorker {
     this.placed = loaded.backend;
     this.vocab = loaded.info.vocabSize;
     return loaded.info;
+  }
+
+  /**
+   * Loads a `.gguf` model from its bytes as they arrive (a fetch's `response.body`,
+   * `file.stream()`, any async iterable of Uint8Arrays), replacing any previous model once the new
+   * one is complete; `fileBytes` is the file's size. The pieces go to the worker in batches of
+   * about 4 MiB, each moved rather than copied, one batch at a time, and the worker puts each into
+   * the weights and lets it go: the model is held once, on neither side as a whole file.
+   * `onProgress` hears the bytes sent so far. Rejects as soon as the file is known to be bad,
+   * keeping the previous model.
+   */
+  async loadGguf(
+    pieces: Pieces,
+    fileBytes: number,
+    { backend = this.requested, onProgress }: { backend?: BackendChoice; onProgress?: (bytesRead: number) => void } = {},
+  ): Promise<ModelInfo> {
+    await this.connection.call('loadGgufBegin', check.byteCount(fileBytes, 'fileBytes'));
+    let batch = new Uint8Array(BATCH_BYTES);
+    let filled = 0;
+    let sent = 0;
+    const send = async () => {
+      const piece = batch.subarray(0, filled);
+      // A whole buffer moves; a partly filled one is copied (only the last batch is).
+      const moved = filled === batch.byteLength;
+      await this.connection.request('loadGgufPiece', [moved ? batch : piece.slice()], moved ? [batch.buffer] : []);
+      sent += filled;
+      onProgress?.(sent);
+      if (moved) batch = new Uint8Array(BATCH_BYTES);
+      filled = 0;
+    };
+    try {
+      for await (const piece of iteratePieces(pieces)) {
+        for (let at = 0; at < piece.byteLength; ) {
+          const n = Math.min(piece.byteLength - at, BATCH_BYTES - filled);
+          batch.set(piece.subarray(at, at + n), filled);
+          filled += n;
+          at += n;
+          if (filled === BATCH_BYTES) await send();
+        }
+      }
+      if (filled > 0) await send();
+    } catch (error) {
+      // A failed read (the network) leaves a partial model in the worker: let it go.
+      await this.connection.call('loadGgufCancel').catch(() => {});
+      throw error;
+    }
+    const loaded = await this.connection.call('loadGgufEnd', backend);
+    this.placed = loaded.backend;
+    this.vocab = loaded.info.vocabSize;
+    return loaded.info;
+  }
+
+  /** Bytes of the worker's engine memory: the most that loading and running ever took (wasm memory never shrinks). */
+  engineMemory(): Promise<number> {
+    return this.connection.call('engineMemory');
   }
 
   private vocabSize(): number {

@@ -2,14 +2,15 @@
 //
 //   Direct (Node, or a browser Worker of your own):
 //     await init(); const model = Model.load(files); const trace = model.run(model.encode(text));
+//     const big = await Model.loadGguf(response.body, size); // a .gguf as it downloads, held once
 //   On WebGPU when there is a GPU (async methods):
 //     await init({ backend: 'auto' }); const model = await Model.load(files, { backend: 'auto' });
 //     const trace = await model.runAsync(model.encode(text)); model.backendInfo().reason;
 //   From a page (engine in a module Worker, threads when the page is cross-origin isolated):
 //     const engine = await createWorkerClient(); await engine.load(files); const trace = await engine.run(ids);
-export { init, backend, abortForTesting } from './backend.js';
+export { init, backend, engineMemoryBytes, abortForTesting } from './backend.js';
 export { EngineCrashedError } from './crash.js';
-export { Model, Session, Trace } from './model.js';
+export { GgufLoader, Model, Session, Trace } from './model.js';
 export { createWorkerClient, GptlensWorker, WorkerSession, WorkerTrace, type WorkerClientOptions } from './client.js';
 export { coalesceLatest } from './coalesce.js';
 export type {

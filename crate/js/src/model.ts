@@ -8,6 +8,7 @@ import { glue, type Glue } from './backend.js';
 import * as check from './check.js';
 import { guarded, intoEngine } from './crash.js';
 import { selectBackend } from './gpu.js';
+import { iteratePieces, type Pieces } from './pieces.js';
 import type { BackendChoice, BackendInfo, HookName, LoadOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
 type RawModel = Glue['Model']['prototype'];
@@ -37,7 +38,38 @@ export class Model {
   static load(files: ModelFiles): Model;
   static load(files: ModelFiles, options: LoadOptions): Promise<Model>;
   static load(files: ModelFiles, options?: LoadOptions): Model | Promise<Model> {
-    const model = new Model(intoEngine(() => glue().Model.load(files)));
+    return Model.placed(intoEngine(() => glue().Model.load(files)), options);
+  }
+
+  /**
+   * Loads a `.gguf` model from its bytes as they arrive — a fetch's `response.body`,
+   * `file.stream()`, or any async iterable of Uint8Arrays — holding it in memory once: each piece
+   * goes into the weights and is let go (`load` holds the whole file and the weights at once).
+   * `fileBytes`: the file's size (Content-Length, `File.size`). `onProgress` hears the bytes read
+   * so far. Rejects with what is wrong with the file, as soon as it is known.
+   */
+  static async loadGguf(
+    pieces: Pieces,
+    fileBytes: number,
+    { onProgress, ...options }: LoadOptions & { onProgress?: (bytesRead: number) => void } = {},
+  ): Promise<Model> {
+    const loader = new GgufLoader(fileBytes);
+    try {
+      let read = 0;
+      for await (const piece of iteratePieces(pieces)) {
+        loader.push(piece);
+        read += piece.byteLength;
+        onProgress?.(read);
+      }
+      return await loader.finish(options);
+    } finally {
+      loader.free();
+    }
+  }
+
+  /** @internal A loaded wasm model, on `options.backend` when options are given. */
+  static placed(raw: RawModel, options?: LoadOptions): Model | Promise<Model> {
+    const model = new Model(raw);
     if (options === undefined) return model;
     return model.useBackend(options.backend ?? 'cpu').then(
       () => model,
@@ -240,3 +272,33 @@ export class Trace {
   }
 }
 
+
+/**
+ * A `.gguf` model loaded piece by piece, for callers that receive the pieces themselves (a worker
+ * fed by messages); `Model.loadGguf` drives one from a stream. `push` the file's bytes in order,
+ * then `finish`; `free()` releases what was loaded when giving up.
+ */
+export class GgufLoader {
+  private readonly raw: Glue['GgufLoader']['prototype'];
+
+  /** For a file of `fileBytes` bytes. */
+  constructor(fileBytes: number) {
+    const size = check.byteCount(fileBytes, 'fileBytes');
+    this.raw = guarded(intoEngine(() => new (glue().GgufLoader)(size)));
+  }
+
+  /** The file's next bytes; throws what is wrong as soon as it is known, and then takes no more. */
+  push(piece: Uint8Array): void {
+    if (!(piece instanceof Uint8Array)) throw new TypeError('a piece of the file must be a Uint8Array');
+    this.raw.push(piece);
+  }
+
+  /** The model, once every byte has come: on the CPU, or on `options.backend`. */
+  finish(options: LoadOptions = {}): Promise<Model> {
+    return Promise.resolve(Model.placed(this.raw.finish(), options));
+  }
+
+  free(): void {
+    this.raw.free();
+  }
+}

@@ -18,6 +18,13 @@ type Capture = readonly HookName[] | undefined;
 export interface Operations {
   init: { args: [options: InitOptions]; result: Backend };
   load: { args: [files: ModelFiles, backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } };
+  /** A .gguf loaded as it arrives: `loadGgufBegin`, its pieces in order, `loadGgufEnd`. */
+  loadGgufBegin: { args: [fileBytes: number]; result: void };
+  loadGgufPiece: { args: [piece: Uint8Array]; result: void };
+  loadGgufEnd: { args: [backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } };
+  loadGgufCancel: { args: []; result: void };
+  /** Bytes of the engine's WebAssembly memory (it grows, never shrinks). */
+  engineMemory: { args: []; result: number };
   useBackend: { args: [backend: BackendChoice]; result: BackendInfo };
   info: { args: []; result: ModelInfo };
   chatPrompt: { args: [userText: string]; result: string };

@@ -2,9 +2,9 @@
 // whose waits would freeze a page's main thread; in the single-thread build, the WebGPU device).
 // Requests run one at a time, in arrival order, through the async methods that work on both
 // backends.
-import { abortForTesting, init } from './backend.js';
+import { abortForTesting, engineMemoryBytes, init } from './backend.js';
 import { asEngineFailure, EngineCrashedError } from './crash.js';
-import { Model, Session, Trace } from './model.js';
+import { GgufLoader, Model, Session, Trace } from './model.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 
 interface WorkerScope {
@@ -16,6 +16,8 @@ interface WorkerScope {
 const scope = globalThis as unknown as WorkerScope;
 
 let model: Model | undefined;
+/** A .gguf on its way in, piece by piece; the current model stays until it is complete. */
+let incoming: GgufLoader | undefined;
 const sessions = new Map<number, Session>();
 const traces = new Map<number, Trace>();
 let nextId = 1;
@@ -40,6 +42,11 @@ function share(trace: Trace): TraceData {
   return { id, tokens: trace.tokens(), computed: trace.computed, tensors };
 }
 
+function dropIncoming(): void {
+  incoming?.free();
+  incoming = undefined;
+}
+
 function forgetModel(): void {
   for (const item of [...sessions.values(), ...traces.values()]) item.free();
   sessions.clear();
@@ -59,6 +66,34 @@ const handlers: Handlers = {
     model = next;
     return { info: model.info(), backend: model.backendInfo() };
   },
+  loadGgufBegin: (fileBytes) => {
+    dropIncoming();
+    incoming = new GgufLoader(fileBytes);
+  },
+  loadGgufCancel: () => dropIncoming(),
+  loadGgufPiece: (piece) => {
+    if (!incoming) throw new Error('no .gguf is being loaded: call loadGgufBegin first');
+    try {
+      incoming.push(piece);
+    } catch (error) {
+      dropIncoming();
+      throw error;
+    }
+  },
+  loadGgufEnd: async (backend) => {
+    const loader = incoming;
+    incoming = undefined;
+    if (!loader) throw new Error('no .gguf is being loaded: call loadGgufBegin first');
+    try {
+      const next = await loader.finish({ backend });
+      forgetModel();
+      model = next;
+      return { info: model.info(), backend: model.backendInfo() };
+    } finally {
+      loader.free();
+    }
+  },
+  engineMemory: () => engineMemoryBytes(),
   useBackend: (backend) => loadedModel().useBackend(backend),
   info: () => loadedModel().info(),
   chatPrompt: (userText) => loadedModel().chatPrompt(userText),

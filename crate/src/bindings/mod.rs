@@ -14,7 +14,7 @@ mod trace;
 
 #[cfg(feature = "gpu")]
 pub use gpu::{request_gpu, Gpu};
-pub use model::Model;
+pub use model::{GgufLoader, Model};
 pub use session::Session;
 pub use trace::Trace;
 

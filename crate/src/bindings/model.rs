@@ -10,6 +10,7 @@ use wasm_bindgen::prelude::*;
 #[cfg(feature = "gpu")]
 use super::Gpu;
 use super::{capture_spec, to_js, Session, Trace};
+use crate::checkpoint::{GgufStream, LoadOptions};
 use crate::error::Error;
 use crate::tokenizer::Tokenizer;
 use crate::{Backend, Checkpoint, Hook};
@@ -183,4 +184,46 @@ impl Model {
     fn tokenizer(&self) -> Result<&Tokenizer, Error> {
         self.checkpoint.tokenizer()
     }
+}
+
+/// A `.gguf` model loaded from its bytes as they arrive (a download's body, `File.stream()`):
+/// each piece goes into the weights and is let go, so the model is in memory once rather than
+/// once as a file and again as weights. `push` the pieces in order, then `finish`.
+#[wasm_bindgen]
+pub struct GgufLoader {
+    /// `None` once `finish` has taken it.
+    stream: Option<GgufStream>,
+}
+
+#[wasm_bindgen]
+impl GgufLoader {
+    /// For a file of `fileBytes` bytes (its Content-Length or `File.size`).
+    #[wasm_bindgen(constructor)]
+    pub fn new(#[wasm_bindgen(js_name = fileBytes)] file_bytes: f64) -> Result<GgufLoader, JsError> {
+        // Whole numbers up to 2^53 are exact in a JS number.
+        if !(file_bytes.is_finite()
+            && file_bytes >= 0.0
+            && file_bytes.fract() == 0.0
+            && file_bytes <= 9.007_199_254_740_992e15)
+        {
+            return Err(JsError::new(&format!("fileBytes must be a whole number of bytes, not {file_bytes}")));
+        }
+        Ok(GgufLoader { stream: Some(GgufStream::new(file_bytes as u64, &LoadOptions::default())?) })
+    }
+
+    /// The file's next bytes. After an error (not GGUF, a bad header, too large, more bytes than
+    /// announced) the loader takes no more.
+    pub fn push(&mut self, piece: &[u8]) -> Result<(), JsError> {
+        Ok(self.stream.as_mut().ok_or_else(finished)?.push(piece)?)
+    }
+
+    /// The model, once all the file's bytes have come; it runs on the CPU.
+    pub fn finish(&mut self) -> Result<Model, JsError> {
+        let checkpoint = self.stream.take().ok_or_else(finished)?.finish()?;
+        Ok(Model { checkpoint, backend: Backend::Cpu })
+    }
+}
+
+fn finished() -> JsError {
+    JsError::new("this GgufLoader has finished; make a new one")
 }

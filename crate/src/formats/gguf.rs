@@ -34,8 +34,10 @@
 //! # Ok(()) }
 //! ```
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::formats::limits::{MAX_GGUF_HEADER_BYTES, MAX_GGUF_METADATA, MAX_TENSORS};
@@ -111,6 +113,9 @@ pub struct GgufTensor<'a> {
     ggml_type: GgmlType,
     row_len: usize,
     n_rows: usize,
+    /// Where its bytes are in the file.
+    file_range: Range<usize>,
+    /// Its bytes; empty when only the header was parsed ([`GgufFile::parse_header`]).
     data: &'a [u8],
 }
 
@@ -121,7 +126,41 @@ impl<'a> GgufFile<'a> {
         // The header is read through a window of at most MAX_GGUF_HEADER_BYTES: its counts and
         // lengths are checked against that, not against a file of many gigabytes.
         let header = &bytes[..bytes.len().min(MAX_GGUF_HEADER_BYTES)];
-        let mut c = Cursor { bytes: header, pos: 0, place: Place::Header, limited: header.len() < bytes.len() };
+        let window = if header.len() < bytes.len() { Window::CutAtCap } else { Window::Whole };
+        let mut c = Cursor { bytes: header, pos: 0, place: Place::Header, window, ran_out: Cell::new(false) };
+        c.file(Extent::Bytes(bytes))
+    }
+
+    /// Parses the header of a `file_len`-byte GGUF file from its first bytes, for a file that
+    /// arrives in pieces ([`crate::checkpoint::GgufStream`]): `Ok(None)` while `prefix` ends inside
+    /// the header, else the metadata and every tensor's place in the file, checked as
+    /// [`GgufFile::parse`] checks them; the tensors' [`GgufTensor::data`] is empty.
+    pub fn parse_header(prefix: &'a [u8], file_len: usize) -> Result<Option<GgufFile<'a>>> {
+        let header = &prefix[..prefix.len().min(file_len).min(MAX_GGUF_HEADER_BYTES)];
+        let window = match header.len() {
+            n if n == MAX_GGUF_HEADER_BYTES && n < file_len => Window::CutAtCap,
+            n if n < file_len => Window::Prefix,
+            _ => Window::Whole,
+        };
+        let mut c = Cursor { bytes: header, pos: 0, place: Place::Header, window, ran_out: Cell::new(false) };
+        match c.file(Extent::Length(file_len)) {
+            Err(_) if c.ran_out.get() => Ok(None),
+            parsed => parsed.map(Some),
+        }
+    }
+}
+
+/// What tensors are located in: the file's bytes, or only its length (a header parsed alone).
+#[derive(Clone, Copy)]
+enum Extent<'a> {
+    Bytes(&'a [u8]),
+    Length(usize),
+}
+
+impl<'a> Cursor<'a> {
+    /// The whole header from the start of `bytes`, and the tensors located in `file`.
+    fn file(&mut self, file: Extent<'a>) -> Result<GgufFile<'a>> {
+        let c = self;
         let version = c.magic_and_version()?;
         let n_tensors_at = c.pos;
         let n_tensors = c.u64("the tensor count")?;
@@ -183,13 +222,14 @@ impl<'a> GgufFile<'a> {
         let data_start = c.pos.checked_next_multiple_of(alignment).ok_or_else(|| {
             c.error(c.pos, format_args!("the data section start overflows when aligned to {alignment}"))
         })?;
-        let located =
-            infos.into_iter().map(|info| info.locate(bytes, data_start, alignment)).collect::<Result<Vec<_>>>()?;
-        check_no_overlap(&located)?;
-        let tensors = located.into_iter().map(|(_, tensor)| tensor).collect();
+        let tensors =
+            infos.into_iter().map(|info| info.locate(file, data_start, alignment)).collect::<Result<Vec<_>>>()?;
+        check_no_overlap(&tensors)?;
         Ok(GgufFile { version, metadata, metadata_index, tensors, tensor_index, alignment, data_start })
     }
+}
 
+impl<'a> GgufFile<'a> {
     /// 2 or 3 (they differ only in what big-endian writers may do; both are read the same way).
     pub fn version(&self) -> u32 {
         self.version
@@ -287,9 +327,14 @@ impl<'a> GgufTensor<'a> {
         self.ggml_type
     }
 
-    /// The stored bytes: `n_rows` rows of whole blocks.
+    /// The stored bytes: `n_rows` rows of whole blocks (none when only the header was parsed).
     pub fn data(&self) -> &'a [u8] {
         self.data
+    }
+
+    /// Where the stored bytes are in the file.
+    pub fn file_range(&self) -> Range<usize> {
+        self.file_range.clone()
     }
 
     /// Weights per row, `shape[0]`.
@@ -497,7 +542,20 @@ impl fmt::Display for Place<'_> {
 /// stream that is not GGUF (a pipe, `/dev/zero`) is refused after 8 bytes. Fewer than 8 bytes
 /// are the whole file, and get the same error as [`GgufFile::parse`] gives.
 pub fn check_prefix(prefix: &[u8]) -> Result<()> {
-    Cursor { bytes: prefix, pos: 0, place: Place::Header, limited: false }.magic_and_version().map(|_| ())
+    Cursor { bytes: prefix, pos: 0, place: Place::Header, window: Window::Whole, ran_out: Cell::new(false) }
+        .magic_and_version()
+        .map(|_| ())
+}
+
+/// What the bytes a [`Cursor`] reads are, which decides what running out of them means.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Window {
+    /// The whole file: it is truncated.
+    Whole,
+    /// The file cut at MAX_GGUF_HEADER_BYTES: the header is too large.
+    CutAtCap,
+    /// The first bytes of a file still arriving: more are needed.
+    Prefix,
 }
 
 /// Reads forward through the header; `pos <= bytes.len()` always.
@@ -505,9 +563,9 @@ struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
     place: Place<'a>,
-    /// `bytes` is cut at MAX_GGUF_HEADER_BYTES: running out of bytes means the header is too
-    /// large, not that the file is truncated.
-    limited: bool,
+    window: Window,
+    /// Set when a read ran past the end of a [`Window::Prefix`].
+    ran_out: Cell<bool>,
 }
 
 impl<'a> Cursor<'a> {
@@ -519,9 +577,21 @@ impl<'a> Cursor<'a> {
         self.bytes.len().saturating_sub(self.pos)
     }
 
+    /// The error for running out of bytes, if the window says what that means.
+    fn out_of_window(&self) -> Option<Error> {
+        match self.window {
+            Window::Whole => None,
+            Window::CutAtCap => Some(self.header_too_large()),
+            Window::Prefix => {
+                self.ran_out.set(true);
+                Some(Error::Gguf("the header continues past the bytes given".into()))
+            }
+        }
+    }
+
     fn truncated(&self, n: usize, what: &str) -> Error {
-        if self.limited {
-            return self.header_too_large();
+        if let Some(e) = self.out_of_window() {
+            return e;
         }
         let remaining = self.remaining();
         self.error(self.pos, format_args!("{what} needs {n} bytes but only {remaining} are left (truncated?)"))
@@ -604,8 +674,8 @@ impl<'a> Cursor<'a> {
             .ok()
             .filter(|n| n.checked_mul(min_bytes).is_some_and(|total| total <= remaining))
             .ok_or_else(|| {
-                if self.limited {
-                    return self.header_too_large();
+                if let Some(e) = self.out_of_window() {
+                    return e;
                 }
                 self.error(
                     at,
@@ -621,8 +691,8 @@ impl<'a> Cursor<'a> {
         let len = self.u64(what)?;
         let remaining = self.remaining();
         let len = usize::try_from(len).ok().filter(|&n| n <= remaining).ok_or_else(|| {
-            if self.limited {
-                return self.header_too_large();
+            if let Some(e) = self.out_of_window() {
+                return e;
             }
             self.error(at, format_args!("{what} is {len} bytes long but only {remaining} bytes are left"))
         })?;
@@ -778,8 +848,8 @@ struct TensorInfo<'a> {
 }
 
 impl<'a> TensorInfo<'a> {
-    /// The tensor with its bytes, and where they start in the file.
-    fn locate(self, bytes: &'a [u8], data_start: usize, alignment: usize) -> Result<(usize, GgufTensor<'a>)> {
+    /// The tensor with its place in the file, and its bytes when `file` has them.
+    fn locate(self, file: Extent<'a>, data_start: usize, alignment: usize) -> Result<GgufTensor<'a>> {
         let fail =
             |problem: String| Error::Gguf(format!("tensor `{}`: {problem} (at byte {})", self.name, self.offset_at));
         let offset = self.offset;
@@ -790,24 +860,32 @@ impl<'a> TensorInfo<'a> {
             .ok()
             .and_then(|o| data_start.checked_add(o))
             .and_then(|start| Some(start..start.checked_add(self.n_bytes)?));
-        let located = range.clone().and_then(|r| Some((r.start, bytes.get(r)?)));
-        let (start, data) = located.ok_or_else(|| {
-            let (n_bytes, file_len) = (self.n_bytes, bytes.len());
+        let (file_len, bytes) = match file {
+            Extent::Bytes(bytes) => (bytes.len(), Some(bytes)),
+            Extent::Length(len) => (len, None),
+        };
+        let inside = range.clone().filter(|r| r.end <= file_len);
+        let located = inside.and_then(|r| match bytes {
+            Some(bytes) => Some((r.clone(), bytes.get(r)?)),
+            None => Some((r, &[][..])),
+        });
+        let (file_range, data) = located.ok_or_else(|| {
+            let n_bytes = self.n_bytes;
             let file_offset = range.map_or_else(|| "out of range".to_string(), |r| r.start.to_string());
             fail(format!(
                 "its {n_bytes} bytes at data offset {offset} (file offset {file_offset}) run past the end of the \
                  file ({file_len} bytes; truncated?)"
             ))
         })?;
-        let tensor = GgufTensor {
+        Ok(GgufTensor {
             name: self.name,
             shape: self.shape,
             ggml_type: self.ggml_type,
             row_len: self.row_len,
             n_rows: self.n_rows,
+            file_range,
             data,
-        };
-        Ok((start, tensor))
+        })
     }
 }
 
@@ -826,11 +904,11 @@ fn alignment(metadata: &[(&str, Value)], index: &HashMap<&str, usize>) -> Result
 
 /// Two tensors sharing bytes means a corrupt table (llama.cpp's writer lays them out one after
 /// another). Zero-size tensors overlap nothing.
-fn check_no_overlap(located: &[(usize, GgufTensor)]) -> Result<()> {
-    let mut extents: Vec<(usize, usize, &str)> = located
+fn check_no_overlap(tensors: &[GgufTensor]) -> Result<()> {
+    let mut extents: Vec<(usize, usize, &str)> = tensors
         .iter()
-        .filter(|(_, t)| !t.data.is_empty())
-        .map(|(start, t)| (*start, start + t.data.len(), t.name))
+        .filter(|t| !t.file_range.is_empty())
+        .map(|t| (t.file_range.start, t.file_range.end, t.name))
         .collect();
     extents.sort_unstable();
     for pair in extents.windows(2) {

@@ -8,4 +8,4 @@ mod weights;
 pub use config::{Arch, Config, Mlp, Rope, RopePairing, SlidingWindow, MAX_DIM};
 pub use forward::{Model, CHUNK};
 pub use session::Session;
-pub use weights::{LayerWeights, Linear, Matrix, Norm, Rows, View, Weights};
+pub use weights::{GgufFill, LayerWeights, Linear, Matrix, Norm, Rows, View, Weights};

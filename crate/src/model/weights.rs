@@ -190,51 +190,6 @@ impl Weights {
         Ok(layout.into_weights(floats, Vec::new()))
     }
 
-    /// Reads the tensors of a GGUF file. Vectors (norms, biases) are decoded to f32; matrices
-    /// stay in their stored type unless they are F32.
-    pub fn from_gguf(config: &Config, file: &GgufFile, budget: &Budget) -> Result<Weights> {
-        let explicit_head = !config.tied_head || file.tensor("output.weight").is_ok();
-        let mut layout = Layout::new(config, explicit_head)?;
-        // Check every tensor and size the block buffer before allocating anything.
-        let mut n_blocks = 0usize;
-        for t in &mut layout.tensors {
-            let g = file.tensor(&t.name)?;
-            let expected: Vec<usize> = t.shape.iter().rev().copied().collect();
-            if g.shape() != expected.as_slice() {
-                return Err(Error::ShapeMismatch { name: t.name.clone(), expected, got: g.shape().to_vec() });
-            }
-            if t.shape.len() == 2 && g.ggml_type() != GgmlType::F32 {
-                let (ty, offset) = (g.ggml_type(), n_blocks);
-                let not_whole =
-                    || Error::Gguf(format!("{}: {} values are not whole {} blocks", t.name, t.len(), ty.name()));
-                // Whole rows: the GGUF reader checked that the data is whole blocks of the shape.
-                let (rows, len) = match PackedType::of(ty) {
-                    Some(p) => p
-                        .row_bytes(t.len())
-                        .map(|len| (Rows::Packed { ty: p, offset, len }, len))
-                        .ok_or_else(not_whole)?,
-                    None => (Rows::Blocks { ty, offset, len: g.data().len() }, g.data().len()),
-                };
-                n_blocks = n_blocks.checked_add(len).ok_or_else(|| Error::Gguf("tensor sizes overflow".into()))?;
-                t.block = Some(rows);
-            }
-        }
-        layout.compact_floats();
-        let weight_bytes = (layout.n_floats as u64).checked_mul(4).and_then(|f| f.checked_add(n_blocks as u64));
-        budget.check(&need(config, weight_bytes)?)?;
-        let mut floats = vec![0f32; layout.n_floats];
-        let mut blocks = Vec::with_capacity(n_blocks);
-        for t in &layout.tensors {
-            let g = file.tensor(&t.name)?;
-            match t.block {
-                Some(Rows::Packed { .. }) => packed::pack(g.ggml_type(), g.data(), &mut blocks),
-                Some(_) => blocks.extend_from_slice(g.data()),
-                None => dequantize_row(g.ggml_type(), g.data(), &mut floats[t.float_offset..t.float_offset + t.len()]),
-            }
-        }
-        Ok(layout.into_weights(floats, blocks))
-    }
-
     /// Weights with every value drawn from a seeded generator: for benchmarks and tests that need
     /// a model of a given shape without a checkpoint file.
     ///
@@ -250,6 +205,173 @@ impl Weights {
 
 /// What the weights (`weight_bytes`, `None` when the sum overflowed) and a session at the full
 /// context need.
+/// A GGUF's weights, filled from its tensors' bytes in file order as they arrive: a whole file's
+/// tensors, or the pieces of one still being read ([`crate::checkpoint::GgufStream`]), so that a
+/// model is never held twice in memory. Vectors (norms, biases) and F32 matrices are decoded to
+/// f32; other matrices stay in their stored type. Every
+/// tensor is checked and the buffers are sized, against the budget, before anything is filled;
+/// each whole block is packed or decoded as soon as its bytes are there.
+pub struct GgufFill {
+    layout: Layout,
+    floats: Vec<f32>,
+    blocks: Vec<u8>,
+    /// The planned tensors in file order.
+    order: Vec<Planned>,
+    /// The tensor being filled (an index into `order`), how many of its bytes were taken, and
+    /// how many of its values were placed when it is decoded to f32.
+    next: usize,
+    taken: usize,
+    float_at: usize,
+    /// The start of a block split between two pieces.
+    carry: Vec<u8>,
+    /// The file offset the next piece may start at: pieces come in order.
+    reached: usize,
+}
+
+/// Where a planned tensor's bytes are, their type, and where they go.
+struct Planned {
+    name: String,
+    range: std::ops::Range<usize>,
+    ty: GgmlType,
+    target: Option<Rows>,
+    float_offset: usize,
+}
+
+impl GgufFill {
+    /// Checks every tensor the model needs (present, its shape, a whole number of blocks) and the
+    /// budget, then allocates the buffers. Block matrices get their place in file order, which
+    /// is the order they are filled in.
+    pub fn plan(config: &Config, file: &GgufFile, budget: &Budget) -> Result<GgufFill> {
+        let explicit_head = !config.tied_head || file.tensor("output.weight").is_ok();
+        let mut layout = Layout::new(config, explicit_head)?;
+        let mut order = Vec::with_capacity(layout.tensors.len());
+        for (i, t) in layout.tensors.iter_mut().enumerate() {
+            let g = file.tensor(&t.name)?;
+            let expected: Vec<usize> = t.shape.iter().rev().copied().collect();
+            if g.shape() != expected.as_slice() {
+                return Err(Error::ShapeMismatch { name: t.name.clone(), expected, got: g.shape().to_vec() });
+            }
+            if t.shape.len() == 2 && g.ggml_type() != GgmlType::F32 {
+                let ty = g.ggml_type();
+                let not_whole =
+                    || Error::Gguf(format!("{}: {} values are not whole {} blocks", t.name, t.len(), ty.name()));
+                // Offsets are given below, in file order; the GGUF reader checked that the data
+                // is whole blocks of the shape.
+                t.block = Some(match PackedType::of(ty) {
+                    Some(p) => Rows::Packed { ty: p, offset: 0, len: p.row_bytes(t.len()).ok_or_else(not_whole)? },
+                    None => Rows::Blocks { ty, offset: 0, len: g.file_range().len() },
+                });
+            }
+            order.push((g.file_range(), g.ggml_type(), i));
+        }
+        order.sort_unstable_by_key(|(range, _, _)| range.start);
+        let mut n_blocks = 0usize;
+        for &(_, _, i) in &order {
+            if let Some(Rows::Packed { offset, len, .. } | Rows::Blocks { offset, len, .. }) =
+                &mut layout.tensors[i].block
+            {
+                *offset = n_blocks;
+                n_blocks = n_blocks.checked_add(*len).ok_or_else(|| Error::Gguf("tensor sizes overflow".into()))?;
+            }
+        }
+        layout.compact_floats();
+        let weight_bytes = (layout.n_floats as u64).checked_mul(4).and_then(|f| f.checked_add(n_blocks as u64));
+        budget.check(&need(config, weight_bytes)?)?;
+        let order = order
+            .into_iter()
+            .map(|(range, ty, i)| {
+                let t = &layout.tensors[i];
+                Planned { name: t.name.clone(), range, ty, target: t.block, float_offset: t.float_offset }
+            })
+            .collect();
+        Ok(GgufFill {
+            floats: vec![0f32; layout.n_floats],
+            blocks: Vec::with_capacity(n_blocks),
+            layout,
+            order,
+            next: 0,
+            taken: 0,
+            float_at: 0,
+            carry: Vec::new(),
+            reached: 0,
+        })
+    }
+
+    /// Takes the file's bytes from `offset` on. Pieces must come in file order; bytes between
+    /// the model's tensors (padding, tensors it does not use) are skipped.
+    pub fn feed(&mut self, offset: usize, piece: &[u8]) -> Result<()> {
+        if offset < self.reached {
+            return Err(Error::Gguf(format!("bytes at {offset} came after those up to {}", self.reached)));
+        }
+        let end = offset.checked_add(piece.len()).ok_or_else(|| overflow("the file offset"))?;
+        while let Some(t) = self.order.get(self.next) {
+            let range = t.range.clone();
+            let (from, to) = (range.start.max(offset), range.end.min(end));
+            if from > to || (from == to && to < t.range.end) {
+                break;
+            }
+            if from != t.range.start + self.taken {
+                return Err(Error::Gguf(format!("bytes of tensor `{}` are missing before offset {from}", t.name)));
+            }
+            let bytes = piece.get(from - offset..to - offset).unwrap_or_default();
+            self.taken += bytes.len();
+            self.take(bytes);
+            if to < range.end {
+                break;
+            }
+            (self.next, self.taken, self.float_at) = (self.next + 1, 0, 0);
+        }
+        self.reached = end;
+        Ok(())
+    }
+
+    /// The current tensor's next bytes: whole blocks are placed at once, a split block waits in
+    /// `carry` for the rest of it.
+    fn take(&mut self, mut bytes: &[u8]) {
+        let Some(t) = self.order.get(self.next) else { return };
+        let block = t.ty.block_bytes();
+        if !self.carry.is_empty() {
+            let n = (block - self.carry.len()).min(bytes.len());
+            self.carry.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if self.carry.len() < block {
+                return;
+            }
+            let whole = std::mem::take(&mut self.carry);
+            self.place(&whole);
+        }
+        let whole = bytes.len() - bytes.len() % block;
+        self.place(&bytes[..whole]);
+        self.carry.extend_from_slice(&bytes[whole..]);
+    }
+
+    /// Whole blocks of the current tensor, into its buffer.
+    fn place(&mut self, blocks: &[u8]) {
+        let Some(t) = self.order.get(self.next) else { return };
+        match t.target {
+            Some(Rows::Packed { .. }) => packed::pack(t.ty, blocks, &mut self.blocks),
+            Some(_) => self.blocks.extend_from_slice(blocks),
+            None => {
+                let start = t.float_offset + self.float_at;
+                let n = blocks.len() / t.ty.block_bytes() * t.ty.block_len();
+                dequantize_row(t.ty, blocks, &mut self.floats[start..start + n]);
+                self.float_at += n;
+            }
+        }
+    }
+
+    /// The weights, once every planned tensor has all its bytes.
+    pub fn finish(self) -> Result<Weights> {
+        if let Some(t) = self.order.get(self.next) {
+            return Err(Error::Gguf(format!(
+                "the file ended before tensor `{}` (bytes {}..{}) was complete (truncated?)",
+                t.name, t.range.start, t.range.end
+            )));
+        }
+        Ok(self.layout.into_weights(self.floats, self.blocks))
+    }
+}
+
 fn need(config: &Config, weight_bytes: Option<u64>) -> Result<Need> {
     let weights = weight_bytes.ok_or_else(|| overflow("the weights"))?;
     let (kv_cache, scratch) = super::forward::session_bytes(config).ok_or_else(|| overflow("a session's memory"))?;

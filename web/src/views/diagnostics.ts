@@ -52,7 +52,7 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
           'size',
           'size',
           `${formatBytes(model.bytes)} · ${formatCount(info.nParams)} parameters`,
-          `${formatBytes(info.memoryBytes)} of weights in memory · loaded in ${formatMs(model.loadMs)}`,
+          `${formatBytes(info.memoryBytes)} of weights in memory · engine memory ${formatBytes(model.engineBytes)} after loading · read and loaded in ${formatMs(model.loadMs)}`,
         ),
       );
     }

@@ -261,7 +261,8 @@ fn unsupported_tokenizer_settings_are_named() {
     assert_tokenizer_error(load(serde_json::json!({"model": {"vocab": {"a": -1}}})), "BPE model");
     assert_tokenizer_error(load(serde_json::json!({"model": {"vocab": {"a": 99_999_999}, "merges": []}})), "99999999");
     assert_tokenizer_error(load(serde_json::json!({"model": {"dropout": 0.1}})), "dropout");
-    assert_tokenizer_error(load(serde_json::json!({"model": {"byte_fallback": true}})), "byte_fallback");
+    // Byte fallback means SentencePiece-style BPE, which has no ByteLevel pre-tokenizer.
+    assert_tokenizer_error(load(serde_json::json!({"model": {"byte_fallback": true}})), "ByteLevel");
     assert_tokenizer_error(load(serde_json::json!({"model": {"unk_token": "<unk>"}})), "<unk>");
     assert_tokenizer_error(
         load(serde_json::json!({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁"}})),
@@ -291,4 +292,68 @@ fn malformed_vocab_and_merges_are_errors() {
     assert_tokenizer_error(Tokenizer::from_vocab_merges(VOCAB_JSON, b"#version: 0.2\nx qqq\n"), "qqq");
     assert_tokenizer_error(Tokenizer::from_vocab_merges(VOCAB_JSON, b"#version: 0.2\n\xC4\xA0 t h\n"), "Ġ t h");
     assert_tokenizer_error(Tokenizer::from_vocab_merges(VOCAB_JSON, b"\xff\xfe"), "UTF-8");
+}
+
+/// tokenizer.json files beyond GPT-2's ByteLevel (tests/fixtures/tokenizer-json-more, ids from
+/// `tokenizers` on each file): SentencePiece-style BPE with byte fallback as LLaMA writes it today
+/// (Metaspace, prepend "first", BOS by TemplateProcessing), as older LLaMA / TinyLlama files do
+/// (Prepend + Replace normalizers), as Gemma does (Replace only, `<bos>` an added token past the
+/// vocabulary) and with Metaspace splitting words; and SmolLM2's Digits + ByteLevel.
+#[test]
+fn sentencepiece_and_digits_tokenizer_json_match_tokenizers() {
+    let dir = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tokenizer-json-more"));
+    let cases: Value = serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap();
+    let texts: Vec<&str> = cases["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    for name in ["llama-metaspace", "llama-normalizer", "gemma", "metaspace-split", "smollm"] {
+        let json = std::fs::read(dir.join(format!("{name}.tokenizer.json"))).unwrap();
+        let tokenizer = Tokenizer::from_tokenizer_json(&json).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (text, want) in texts.iter().zip(cases[name].as_array().unwrap()) {
+            let want: Vec<u32> = want.as_array().unwrap().iter().map(|id| id.as_u64().unwrap() as u32).collect();
+            assert_eq!(tokenizer.encode(text).unwrap(), want, "{name}: {text:?}");
+        }
+    }
+}
+
+#[test]
+fn sentencepiece_tokenizer_json_settings_it_cannot_follow_are_named() {
+    let dir = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tokenizer-json-more"));
+    let base: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("llama-metaspace.tokenizer.json")).unwrap()).unwrap();
+    let load = |key: &str, value: Value| {
+        let mut file = base.clone();
+        file[key] = value;
+        Tokenizer::from_tokenizer_json(&serde_json::to_vec(&file).unwrap())
+    };
+    assert_tokenizer_error(load("normalizer", serde_json::json!({"type": "NFKC"})), "NFKC");
+    assert_tokenizer_error(load("pre_tokenizer", Value::Null), "keeps spaces");
+    assert_tokenizer_error(load("pre_tokenizer", serde_json::json!({"type": "Whitespace"})), "Whitespace");
+    assert_tokenizer_error(
+        load("pre_tokenizer", serde_json::json!({"type": "Metaspace", "replacement": "_", "prepend_scheme": "first"})),
+        "replacement",
+    );
+    assert_tokenizer_error(
+        load(
+            "post_processor",
+            serde_json::json!({"type": "TemplateProcessing", "single": [
+            {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"SpecialToken": {"id": "<s>", "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}),
+        ),
+        "one token before",
+    );
+    assert_tokenizer_error(
+        load(
+            "post_processor",
+            serde_json::json!({"type": "TemplateProcessing", "single": [
+            {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [5000], "tokens": ["<s>"]}}}),
+        ),
+        "adds token 5000",
+    );
+    assert_tokenizer_error(load("post_processor", serde_json::json!({"type": "BertProcessing"})), "BertProcessing");
+    let mut merges = base.clone();
+    merges["model"]["merges"] = serde_json::json!([["▁", "qqq"]]);
+    assert_tokenizer_error(Tokenizer::from_tokenizer_json(&serde_json::to_vec(&merges).unwrap()), "qqq");
+    let mut gaps = base.clone();
+    gaps["model"]["vocab"]["<gap>"] = serde_json::json!(9000);
+    assert_tokenizer_error(Tokenizer::from_tokenizer_json(&serde_json::to_vec(&gaps).unwrap()), "ids 0..");
 }

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 
 /// Ids at or above this are refused: a corrupt id would otherwise make the decode table
 /// allocate gigabytes. The largest real vocabularies have a few hundred thousand tokens.
-const MAX_VOCAB_SIZE: usize = 1 << 24;
+pub(super) const MAX_VOCAB_SIZE: usize = 1 << 24;
 
 /// Everything a tokenizer file says about encoding, already checked for features gptlens lacks.
 pub(super) struct BpeConfig {
@@ -130,9 +130,9 @@ impl BpeTokenizer {
         })
     }
 
-    /// Sets what a GGUF says besides the vocabulary: the special tokens' ids, whether encodings
-    /// start with BOS / end with EOS, and the chat template.
-    pub(super) fn set_gguf_extras(
+    /// Sets what a GGUF (or tokenizer.json's post-processor) says besides the vocabulary: the
+    /// special tokens' ids, whether encodings start with BOS / end with EOS, and the chat template.
+    pub(super) fn set_extras(
         &mut self,
         special: SpecialTokens,
         prepend: Option<u32>,

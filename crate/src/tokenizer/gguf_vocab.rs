@@ -254,7 +254,7 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
     })?;
     // A template that is not ChatML does not stop the tokenizer; only `chatml` needs one.
     let chat = vocab.chat_template.and_then(|template| ChatMl::from_template(template).ok());
-    bpe.set_gguf_extras(special, prepend, append, chat);
+    bpe.set_extras(special, prepend, append, chat);
     Ok(bpe)
 }
 

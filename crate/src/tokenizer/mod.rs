@@ -72,16 +72,17 @@ pub struct SpecialTokens {
 pub enum Tokenizer {
     /// Byte-level BPE (GPT-2 and its family), loaded from the model's tokenizer files.
     Bpe(BpeTokenizer),
-    /// SentencePiece BPE with byte fallback (LLaMA 1/2, Gemma), from GGUF metadata.
+    /// SentencePiece BPE with byte fallback (LLaMA 1/2, Gemma), from GGUF metadata or tokenizer.json.
     SentencePiece(Spm),
     /// For byte-level models: ids are byte values, the vocabulary has 256 entries.
     Bytes,
 }
 
 impl Tokenizer {
-    /// Loads a Hugging Face tokenizer.json whose model is BPE with the ByteLevel pre-tokenizer.
+    /// Loads a Hugging Face tokenizer.json whose model is BPE: byte-level (GPT-2, SmolLM2,
+    /// LLaMA 3, Qwen2) or SentencePiece-style with byte fallback (LLaMA 1/2, Gemma).
     pub fn from_tokenizer_json(bytes: &[u8]) -> Result<Tokenizer> {
-        load::from_tokenizer_json(bytes).map(Tokenizer::Bpe)
+        load::from_tokenizer_json(bytes)
     }
 
     /// Loads GPT-2's vocab.json + merges.txt; `<|endoftext|>`, when in the vocabulary, is

@@ -53,20 +53,66 @@ pub(super) struct SpmVocab<'a> {
     pub(super) append: Option<u32>,
 }
 
+/// Where a `▁` goes in front of a stretch of text (between added tokens) before it is merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PrependSpace {
+    Never,
+    /// Before the start of the input only, unless it starts with a space (`Metaspace`, prepend
+    /// scheme "first"; LLaMA's GGUF vocabularies).
+    First,
+    /// Before every stretch that does not start with a space (`Metaspace`, "always").
+    Always,
+    /// Before every stretch, space or not (the `Prepend("▁")` normalizer).
+    Every,
+}
+
+/// How merges are ranked: derived from the tokens as transformers' `generate_merges` does (GGUF),
+/// or listed (tokenizer.json), first listed first.
+#[derive(Clone)]
+pub(super) enum Ranking {
+    /// Id → first sort key of a merge into that token: its score's place (LLaMA, best 0) or its
+    /// id (Gemma).
+    Generated {
+        primary: Vec<u32>,
+    },
+    Listed(HashMap<(u32, u32), u32>),
+}
+
+/// Everything a [`Spm`] is built from, whichever file described it.
+pub(super) struct SpmParts {
+    /// Id → spelling (with `▁`); a later token spelled like an earlier one wins, as in a dict.
+    pub(super) pieces: Vec<Box<str>>,
+    /// Ids of byte-fallback tokens (`<0x41>`), which decode to their byte.
+    pub(super) byte_tokens: Vec<u32>,
+    pub(super) ranking: Ranking,
+    pub(super) added: Vec<AddedToken>,
+    pub(super) unknown: Option<u32>,
+    /// A run of characters that all become the unknown token becomes one.
+    pub(super) fuse_unknown: bool,
+    pub(super) prepend_space: PrependSpace,
+    /// Metaspace's `split`: each `▁` starts a new word, and no merge crosses words.
+    pub(super) split_words: bool,
+    /// A word that is a token as a whole is taken whole before any merge (`ignore_merges`).
+    pub(super) whole_words_first: bool,
+    pub(super) special: SpecialTokens,
+    pub(super) prepend: Option<u32>,
+    pub(super) append: Option<u32>,
+}
+
 #[derive(Clone)]
 pub struct Spm {
-    /// Spelling (with `▁`) → id; a later token spelled like an earlier one wins, as in a dict.
     ids: HashMap<String, u32>,
     /// Id → spelling and length in characters.
     pieces: Vec<Box<str>>,
     lengths: Vec<u32>,
-    /// Id → first sort key of a merge into that token: its score's place (LLaMA, best 0) or its
-    /// id (Gemma).
-    primary: Vec<u32>,
+    ranking: Ranking,
     byte_ids: [Option<u32>; 256],
     unknown: Option<u32>,
+    fuse_unknown: bool,
     added: AddedTokens,
-    flavor: SpmFlavor,
+    prepend_space: PrependSpace,
+    split_words: bool,
+    whole_words_first: bool,
     /// Id → the bytes it decodes to (`▁` as a space, `<0xXX>` as its byte).
     decoded: Vec<Box<[u8]>>,
     prepend: Option<u32>,
@@ -78,7 +124,8 @@ impl std::fmt::Debug for Spm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Spm")
             .field("vocab_size", &self.pieces.len())
-            .field("flavor", &self.flavor)
+            .field("prepend_space", &self.prepend_space)
+            .field("split_words", &self.split_words)
             .field("special", &self.special)
             .finish_non_exhaustive()
     }
@@ -90,6 +137,7 @@ const TOKEN_TYPE_CONTROL: i32 = 3;
 const TOKEN_TYPE_USER_DEFINED: i32 = 4;
 
 impl Spm {
+    /// From a GGUF's SentencePiece vocabulary, as transformers' GGUF loader builds it.
     pub(super) fn new(v: SpmVocab) -> Result<Spm> {
         let n = v.tokens.len();
         if n == 0 {
@@ -108,46 +156,81 @@ impl Spm {
             }
         };
         let pieces: Vec<Box<str>> = v.tokens.iter().map(|t| spell(t).into_boxed_str()).collect();
-        let mut ids = HashMap::with_capacity(n);
-        for (id, piece) in (0u32..).zip(&pieces) {
-            ids.insert(piece.to_string(), id);
-        }
-        let lengths = pieces.iter().map(|p| u32::try_from(p.chars().count()).unwrap_or(u32::MAX)).collect();
         let primary = match (v.flavor, v.scores) {
             (SpmFlavor::Llama, Some(scores)) => score_places(scores),
             _ => (0u32..).take(n).collect(),
         };
-        let byte_ids = std::array::from_fn(|byte| ids.get(&format!("<0x{byte:02X}>")).copied());
-        let kind = |id: usize| v.token_types.get(id).copied().unwrap_or(1);
-        let decoded = (0..n)
-            .map(|id| match kind(id) {
-                TOKEN_TYPE_BYTE => {
-                    byte_value(&pieces[id]).map_or_else(|| pieces[id].as_bytes().into(), |b| Box::from([b]))
-                }
-                _ => pieces[id].replace(SPACE, " ").into_bytes().into_boxed_slice(),
-            })
-            .collect();
-        let added = (0..n)
+        let kind = |id: u32| v.token_types.get(id as usize).copied().unwrap_or(1);
+        let ids = 0..n as u32;
+        let byte_tokens = ids.clone().filter(|&id| kind(id) == TOKEN_TYPE_BYTE).collect();
+        let added = ids
             .filter(|&id| matches!(kind(id), TOKEN_TYPE_CONTROL | TOKEN_TYPE_USER_DEFINED))
-            .map(|id| id as u32)
             .chain([v.special.bos, v.special.eos, v.special.unk, v.special.pad].into_iter().flatten())
             .filter_map(|id| pieces.get(id as usize))
             .map(|piece| AddedToken { content: piece.to_string(), normalized: false, ..AddedToken::default() })
             .collect();
-        let added = AddedTokens::new(added, &ids)?;
+        let unknown = pieces.iter().position(|p| &**p == "<unk>").map(|id| id as u32);
+        Spm::from_parts(SpmParts {
+            pieces,
+            byte_tokens,
+            ranking: Ranking::Generated { primary },
+            added,
+            unknown,
+            fuse_unknown: true,
+            prepend_space: if v.flavor == SpmFlavor::Llama { PrependSpace::First } else { PrependSpace::Never },
+            split_words: false,
+            whole_words_first: false,
+            special: v.special,
+            prepend: v.prepend,
+            append: v.append,
+        })
+    }
+
+    pub(super) fn from_parts(parts: SpmParts) -> Result<Spm> {
+        let mut pieces = parts.pieces;
+        let mut ids = HashMap::with_capacity(pieces.len());
+        for (id, piece) in (0u32..).zip(&pieces) {
+            ids.insert(piece.to_string(), id);
+        }
+        let added = AddedTokens::new(parts.added, &ids)?;
+        // Added tokens not in the vocabulary follow it (tokenizer.json's `<bos>` of Gemma, say).
+        for (id, content) in added.iter() {
+            let id = id as usize;
+            if id >= pieces.len() {
+                pieces.resize(id + 1, "".into());
+                pieces[id] = content.into();
+            }
+        }
+        let lengths = pieces.iter().map(|p| u32::try_from(p.chars().count()).unwrap_or(u32::MAX)).collect();
+        let byte_ids = std::array::from_fn(|byte| ids.get(&format!("<0x{byte:02X}>")).copied());
+        let mut decoded: Vec<Box<[u8]>> =
+            pieces.iter().map(|p| p.replace(SPACE, " ").into_bytes().into_boxed_slice()).collect();
+        for id in parts.byte_tokens {
+            if let Some(byte) = pieces.get(id as usize).and_then(|p| byte_value(p)) {
+                decoded[id as usize] = Box::from([byte]);
+            }
+        }
+        if let Ranking::Generated { primary } = &parts.ranking {
+            if primary.len() < pieces.len() {
+                return Err(Error::Tokenizer("every token needs a merge rank".into()));
+            }
+        }
         Ok(Spm {
-            unknown: ids.get("<unk>").copied(),
             ids,
             pieces,
             lengths,
-            primary,
+            ranking: parts.ranking,
             byte_ids,
+            unknown: parts.unknown,
+            fuse_unknown: parts.fuse_unknown,
             added,
-            flavor: v.flavor,
+            prepend_space: parts.prepend_space,
+            split_words: parts.split_words,
+            whole_words_first: parts.whole_words_first,
             decoded,
-            prepend: v.prepend,
-            append: v.append,
-            special: v.special,
+            prepend: parts.prepend,
+            append: parts.append,
+            special: parts.special,
         })
     }
 
@@ -175,13 +258,28 @@ impl Spm {
             match segment {
                 Segment::Added(id) => ids.push(id),
                 Segment::Text(piece) => {
-                    let at_start = piece.as_ptr() == text.as_ptr();
+                    let prepend = match self.prepend_space {
+                        PrependSpace::Never => false,
+                        PrependSpace::First => piece.as_ptr() == text.as_ptr() && !piece.starts_with(' '),
+                        PrependSpace::Always => !piece.starts_with(' '),
+                        PrependSpace::Every => true,
+                    };
                     let mut normalized = String::with_capacity(piece.len() + 3);
-                    if self.flavor == SpmFlavor::Llama && at_start && !piece.starts_with(' ') {
+                    if prepend {
                         normalized.push(SPACE);
                     }
                     normalized.extend(piece.chars().map(|c| if c == ' ' { SPACE } else { c }));
-                    self.encode_word(&normalized, &mut word, &mut ids);
+                    if self.split_words {
+                        // Each word starts at a `▁` (the first may not).
+                        let mut start = 0;
+                        for (at, _) in normalized.match_indices(SPACE).filter(|&(at, _)| at > 0) {
+                            self.encode_word(&normalized[start..at], &mut word, &mut ids);
+                            start = at;
+                        }
+                        self.encode_word(&normalized[start..], &mut word, &mut ids);
+                    } else {
+                        self.encode_word(&normalized, &mut word, &mut ids);
+                    }
                 }
             }
         }
@@ -191,6 +289,12 @@ impl Spm {
 
     /// One character a symbol (or its byte tokens, or `<unk>`), then BPE merges.
     fn encode_word(&self, text: &str, word: &mut Vec<Symbol>, ids: &mut Vec<u32>) {
+        if self.whole_words_first {
+            if let Some(&id) = self.ids.get(text) {
+                ids.push(id);
+                return;
+            }
+        }
         word.clear();
         let mut previous_unknown = false;
         for c in text.chars() {
@@ -207,7 +311,7 @@ impl Spm {
                     word.extend(bytes.into_iter().map(Symbol::new));
                     previous_unknown = false;
                 }
-                (None, Some(unk)) if !previous_unknown => {
+                (None, Some(unk)) if !(previous_unknown && self.fuse_unknown) => {
                     word.push(Symbol::new(unk));
                     previous_unknown = true;
                 }
@@ -227,12 +331,17 @@ impl Spm {
         joined.push_str(l);
         joined.push_str(r);
         let merged = *self.ids.get(joined.as_str())?;
-        let longer_first = |id: u32| u128::from(u32::MAX - self.lengths[id as usize]);
-        let key = (u128::from(self.primary[merged as usize]) << 96)
-            | (longer_first(left) << 64)
-            | (longer_first(right) << 32)
-            | u128::from(merged);
-        Some((key, merged))
+        match &self.ranking {
+            Ranking::Listed(ranks) => ranks.get(&(left, right)).map(|&rank| (u128::from(rank), merged)),
+            Ranking::Generated { primary } => {
+                let longer_first = |id: u32| u128::from(u32::MAX - self.lengths[id as usize]);
+                let key = (u128::from(primary[merged as usize]) << 96)
+                    | (longer_first(left) << 64)
+                    | (longer_first(right) << 32)
+                    | u128::from(merged);
+                Some((key, merged))
+            }
+        }
     }
 
     /// BPE over the symbols: always the lowest-ranked adjacent pair, leftmost among equals (HF's

@@ -12,6 +12,7 @@ pub mod error;
 pub mod formats;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod instruments;
 pub mod kernels;
 pub mod model;
 pub mod sample;

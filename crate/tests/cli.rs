@@ -345,3 +345,38 @@ fn a_model_with_an_unreadable_tokenizer_runs_on_ids() {
     assert!(stderr.contains("tokenizer cannot be read") && stderr.contains("`gpt-9`"), "{stderr}");
     std::fs::remove_file(&path).unwrap();
 }
+
+/// `gptlens heads`: the default sequence and its scores are PyTorch's (tests/fixtures/heads), as
+/// JSON for scripts and as a table of the strongest heads; a prompt and ids work too.
+#[test]
+fn heads_scores_every_head_like_pytorch() {
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("heads/heads.json")).unwrap()).unwrap();
+    for model in ["gpt2-tiny-f32", "llama-tiny"] {
+        let path = fixture(model).display().to_string();
+        let v: serde_json::Value =
+            serde_json::from_str(&stdout(&gptlens(&["heads", "--model", &path, "--json"]))).unwrap();
+        let want = &expected[model]["repeated"];
+        assert_eq!(v["tokens"], want["tokens"], "{model}: the default sequence");
+        for detector in ["previous_token", "first_token", "duplicate_token", "induction"] {
+            let flat = |x: &serde_json::Value| -> Vec<f32> {
+                x.as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|row| row.as_array().unwrap().iter().map(|s| s.as_f64().unwrap() as f32))
+                    .collect()
+            };
+            let d = max_abs_diff(&flat(&v[detector]), &flat(&want[detector]));
+            assert!(d <= 2e-5, "{model} {detector}: off by {d:e}");
+        }
+    }
+    let table = stdout(&gptlens(&["heads", "--model", &f32_model(), "--prompt", PROMPT, "--top", "2"]));
+    assert!(
+        table.starts_with("22 tokens;") && table.contains("induction: ") && table.contains("previous token: "),
+        "{table}"
+    );
+    let ids = stdout(&gptlens(&["heads", "--model", &f32_model(), "--tokens", "5,6,5,6", "--json"]));
+    assert!(ids.contains("\"tokens\":[5,6,5,6]"), "{ids}");
+    let bad = gptlens(&["heads", "--model", &f32_model(), "--tokens", "999999"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("out of range"));
+}

@@ -2,7 +2,7 @@
 // model loaded from disk, results compared with the PyTorch reference. run.sh copies this folder
 // into a fresh project that has only the tarball installed.
 import assert from 'node:assert/strict';
-import { createReadStream } from 'node:fs';
+import { createReadStream, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -373,4 +373,23 @@ test('the worker client sends a streamed .gguf in batches of at most 4 MiB, in o
   assert.deepEqual(progress, [4 << 20, 8 << 20, big.length]);
   await assert.rejects(engine.loadGguf(new Blob([big]).stream(), -3), { name: 'RangeError' });
   engine.terminate();
+});
+
+test('head detectors: the default sequence and every head’s scores are PyTorch’s', () => {
+  const expected = JSON.parse(readFileSync(join(process.env.GPTLENS_FIXTURES, 'heads', 'heads.json'), 'utf8'))['gpt2-tiny-f32'];
+  const tokens = model.repeatedRandomTokens();
+  assert.deepEqual([...tokens], expected.repeated.tokens);
+  for (const [kind, sequence] of [['repeated', tokens], ['prompt', referenceTokens]]) {
+    const trace = model.run(sequence, model.info().hooks.filter((name) => name.endsWith('attn.hook_pattern')));
+    const scores = model.headScores(trace);
+    for (const [js, py] of [['previousToken', 'previous_token'], ['firstToken', 'first_token'], ['duplicateToken', 'duplicate_token'], ['induction', 'induction']]) {
+      const worst = Math.max(...scores[js].flat().map((score, i) => Math.abs(score - expected[kind][py].flat()[i])));
+      assert.ok(worst <= 2e-5, `${kind} ${js}: off by ${worst}`);
+    }
+    trace.free();
+  }
+  const partial = model.run([1, 2, 3], ['blocks.0.attn.hook_pattern']);
+  assert.throws(() => model.headScores(partial), /blocks\.1\.attn\.hook_pattern/);
+  assert.throws(() => model.repeatedRandomTokens(-1), { name: 'RangeError' });
+  assert.notDeepEqual([...model.repeatedRandomTokens(1)], [...tokens]);
 });

@@ -5,7 +5,7 @@ import * as check from './check.js';
 import { EngineCrashedError } from './crash.js';
 import { iteratePieces, type Pieces } from './pieces.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
-import type { Backend, BackendChoice, BackendInfo, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+import type { Backend, BackendChoice, BackendInfo, HeadScores, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
 /**
  * `threads` as in `init`; `backend` is where loaded models run (default `cpu`): `webgpu` (and
@@ -170,6 +170,11 @@ export class GptlensWorker {
     return loaded.info;
   }
 
+  /** The head detectors' default sequence: min(50, context / 2) seeded random ids, twice. */
+  async repeatedRandomTokens(seed = 0): Promise<Uint32Array> {
+    return this.connection.call('repeatedRandomTokens', check.seed(seed) ?? 0);
+  }
+
   /** Bytes of the worker's engine memory: the most that loading and running ever took (wasm memory never shrinks). */
   engineMemory(): Promise<number> {
     return this.connection.call('engineMemory');
@@ -318,6 +323,11 @@ export class WorkerTrace {
 
   toSafetensors(): Promise<Uint8Array> {
     return this.connection.call('traceSafetensors', this.id);
+  }
+
+  /** Each head's detector scores on this trace's tokens (every layer's `hook_pattern` must be captured). */
+  headScores(): Promise<HeadScores> {
+    return this.connection.call('traceHeadScores', this.id);
   }
 
   /** Frees the worker's copy now (probs, topK and toSafetensors stop working; the tensors here stay). */

@@ -19,6 +19,7 @@ export type {
   BackendChoice,
   BackendInfo,
   GpuAdapterInfo,
+  HeadScores,
   HookName,
   InitOptions,
   LoadOptions,

@@ -9,7 +9,7 @@ import * as check from './check.js';
 import { guarded, intoEngine } from './crash.js';
 import { selectBackend } from './gpu.js';
 import { iteratePieces, type Pieces } from './pieces.js';
-import type { BackendChoice, BackendInfo, HookName, LoadOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+import type { BackendChoice, BackendInfo, HeadScores, HookName, LoadOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
 type RawModel = Glue['Model']['prototype'];
 type RawSession = Glue['Session']['prototype'];
@@ -126,6 +126,19 @@ export class Model {
   }
 
   /**
+   * Each head's previous-token, first-token, duplicate-token and induction score on `trace`'s
+   * tokens, `[layer][head]`; `trace` must have captured every layer's `hook_pattern`.
+   */
+  headScores(trace: Trace): HeadScores {
+    return this.raw.headScores(trace.raw);
+  }
+
+  /** The head detectors' default sequence: min(50, context / 2) seeded random ids, twice. */
+  repeatedRandomTokens(seed = 0): Uint32Array {
+    return this.raw.repeatedRandomTokens(check.seed(seed) ?? 0);
+  }
+
+  /**
    * A fresh forward pass. `capture`: hooks to record; every hook when omitted, none for `[]`.
    * CPU only: on WebGPU use `runAsync`.
    */
@@ -222,7 +235,8 @@ export class Session {
 }
 
 export class Trace {
-  private readonly raw: RawTrace;
+  /** @internal */
+  readonly raw: RawTrace;
 
   /** @internal */
   constructor(

@@ -1,7 +1,7 @@
 // The messages between GptlensWorker (page side) and worker.ts (the engine's module Worker).
 // One table lists every operation with its arguments and result; the request and response
 // unions are derived from it, so both sides are checked against the same definition.
-import type { Backend, BackendChoice, BackendInfo, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+import type { Backend, BackendChoice, BackendInfo, HeadScores, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
 
 /** A trace as it crosses to the page: its tensors are transferred, the worker keeps the rest under `id`. */
 export interface TraceData {
@@ -43,6 +43,8 @@ export interface Operations {
   traceProbs: { args: [trace: TraceId, pos: number, temperature: number]; result: Float32Array };
   traceTopK: { args: [trace: TraceId, k: number, params: SamplingParams | undefined]; result: TokenProb[] };
   traceSafetensors: { args: [trace: TraceId]; result: Uint8Array };
+  traceHeadScores: { args: [trace: TraceId]; result: HeadScores };
+  repeatedRandomTokens: { args: [seed: number]; result: Uint32Array };
   releaseTrace: { args: [trace: TraceId]; result: void };
   /** Tests only: crashes the engine on purpose (see `abortForTesting`). */
   abortForTesting: { args: [inFuture: boolean]; result: void };

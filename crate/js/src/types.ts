@@ -1,9 +1,9 @@
 // The plain data of the public API. The engine's records are declared once, in the wasm
 // bindings (crate/src/bindings/mod.rs, TYPES); this file re-exports them, with hook names narrowed
 // from `string` to `HookName`, and declares what only this package makes.
-import type { AdapterInfo, ModelInfo as EngineModelInfo } from '../wasm/st/gptlens.js';
+import type { AdapterInfo, HeadScores, ModelInfo as EngineModelInfo } from '../wasm/st/gptlens.js';
 
-export type { AdapterInfo };
+export type { AdapterInfo, HeadScores };
 
 /** A TransformerLens-style hook name (see `ModelInfo.hooks` for the ones a given model offers). */
 export type HookName =

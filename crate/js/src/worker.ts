@@ -119,6 +119,8 @@ const handlers: Handlers = {
   traceProbs: (trace, pos, temperature) => found(traces, trace, 'trace').probs(pos, temperature),
   traceTopK: (trace, k, params) => found(traces, trace, 'trace').topK(k, params),
   traceSafetensors: (trace) => found(traces, trace, 'trace').toSafetensors(),
+  traceHeadScores: (trace) => loadedModel().headScores(found(traces, trace, 'trace')),
+  repeatedRandomTokens: (seed) => loadedModel().repeatedRandomTokens(seed),
   releaseTrace: (trace) => {
     traces.get(trace)?.free();
     traces.delete(trace);

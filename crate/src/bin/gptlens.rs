@@ -11,9 +11,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use gptlens::backend::{select, BackendChoice};
+use gptlens::instruments::{repeated_random_tokens, HeadScores};
 use gptlens::sample::{softmax_with_temperature, Sampler, SamplingParams};
 use gptlens::tokenizer::Tokenizer;
-use gptlens::{CaptureSpec, Checkpoint, Error, Result, Session};
+use gptlens::{CaptureSpec, Checkpoint, Error, Hook, Result, Session};
 
 #[derive(Parser)]
 #[command(
@@ -67,6 +68,29 @@ enum Command {
         #[arg(long)]
         text: String,
         /// Print {"ids": [...], "pieces": [...]} instead of one token per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Score every attention head as a previous-token, first-token, duplicate-token and induction
+    /// head (definitions: `gptlens::instruments`). Default sequence: 50 seeded random ids, twice.
+    Heads {
+        /// A model folder, a .safetensors file with its config.json, or a .gguf file.
+        #[arg(long)]
+        model: PathBuf,
+        /// Score on this text instead of the repeated random sequence.
+        #[arg(long, conflicts_with = "tokens")]
+        prompt: Option<String>,
+        /// Score on these token ids, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        tokens: Option<Vec<u32>>,
+        /// Seed of the repeated random sequence.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// How many heads to list per detector.
+        #[arg(long, default_value_t = 5)]
+        top: usize,
+        /// Print {"tokens": [...], "previous_token": [[… per head] … per layer], "first_token",
+        /// "duplicate_token", "induction"} instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -246,6 +270,42 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
                         format!("\"{}\"", label(tok, i as u32)),
                         probs[i]
                     );
+                }
+            }
+        }
+        Command::Heads { model, prompt, tokens, seed, top, json } => {
+            let ckpt = Checkpoint::open(&model)?;
+            let config = &ckpt.model.config;
+            let tokens = match (prompt, tokens) {
+                (_, Some(ids)) => ids,
+                (Some(text), None) => ckpt.tokenizer()?.encode(&text)?,
+                (None, None) => repeated_random_tokens(config, seed),
+            };
+            let patterns: Vec<String> = (0..config.n_layer).map(|l| Hook::AttnPattern(l).to_string()).collect();
+            let spec = CaptureSpec::from_names(&patterns, config)?;
+            let trace = session(&ckpt, backend)?.run(&tokens, &spec)?;
+            let scores = HeadScores::from_trace(&trace, config)?;
+            if json {
+                let mut value = serde_json::to_value(&scores).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                value["tokens"] = serde_json::json!(tokens);
+                out!(stdout, "{value}");
+            } else {
+                out!(stdout, "{} tokens; the strongest heads (layer.head score) of each detector:", tokens.len());
+                let detectors = [
+                    ("previous token", &scores.previous_token),
+                    ("first token", &scores.first_token),
+                    ("duplicate token", &scores.duplicate_token),
+                    ("induction", &scores.induction),
+                ];
+                for (name, by_layer) in detectors {
+                    let mut heads: Vec<(usize, usize, f32)> = by_layer
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(l, row)| row.iter().enumerate().map(move |(h, &s)| (l, h, s)))
+                        .collect();
+                    heads.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
+                    let best: Vec<String> = heads.iter().take(top).map(|(l, h, s)| format!("{l}.{h} {s:.3}")).collect();
+                    out!(stdout, "{name:>16}: {}", best.join("  "));
                 }
             }
         }

@@ -38,6 +38,8 @@ export interface SamplingParams { temperature: number; topK?: number; topP?: num
 /** Row-major f32 values with their shape. */
 export interface TensorData { shape: number[]; data: Float32Array; }
 export interface TokenProb { id: number; prob: number; }
+/** Each detector's score for every head, `[layer][head]` (definitions in the README's head detectors). */
+export interface HeadScores { previousToken: number[][]; firstToken: number[][]; duplicateToken: number[][]; induction: number[][]; }
 export interface ModelInfo {
   /** The model's own name, when its files give one (GGUF `general.name`, config.json's `_name_or_path`). */
   name?: string;

@@ -7,11 +7,13 @@ use js_sys::{Array, Object, Uint8Array};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
+use super::session::whole_number;
 #[cfg(feature = "gpu")]
 use super::Gpu;
 use super::{capture_spec, to_js, Session, Trace};
 use crate::checkpoint::{GgufStream, LoadOptions};
 use crate::error::Error;
+use crate::instruments::{repeated_random_tokens, HeadScores};
 use crate::tokenizer::Tokenizer;
 use crate::{Backend, Checkpoint, Hook};
 
@@ -163,6 +165,27 @@ impl Model {
         Ok(())
     }
 
+    /// Each head's previous-token, first-token, duplicate-token and induction score on `trace`'s
+    /// tokens (definitions: `crate::instruments`); `trace` must have captured every layer's
+    /// `hook_pattern`.
+    #[wasm_bindgen(js_name = headScores, unchecked_return_type = "HeadScores")]
+    pub fn head_scores(&self, trace: &Trace) -> Result<JsValue, JsError> {
+        let s = HeadScores::from_trace(trace.inner(), &self.checkpoint.model.config)?;
+        to_js(&HeadScoresJs {
+            previous_token: &s.previous_token,
+            first_token: &s.first_token,
+            duplicate_token: &s.duplicate_token,
+            induction: &s.induction,
+        })
+    }
+
+    /// The head detectors' default sequence: min(50, context / 2) ids drawn with the engine's
+    /// seeded generator, then the same ids again.
+    #[wasm_bindgen(js_name = repeatedRandomTokens)]
+    pub fn repeated_random_tokens(&self, seed: f64) -> Result<Vec<u32>, JsError> {
+        Ok(repeated_random_tokens(&self.checkpoint.model.config, whole_number(seed)?))
+    }
+
     /// Sessions made from now on run on the CPU (the GPU's copy is freed with its last session).
     #[wasm_bindgen(js_name = useCpu)]
     pub fn use_cpu(&mut self) {
@@ -178,6 +201,16 @@ impl Model {
             Backend::Gpu(_) => "webgpu".into(),
         }
     }
+}
+
+/// What `headScores()` returns: `[layer][head]` per detector.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HeadScoresJs<'a> {
+    previous_token: &'a [Vec<f32>],
+    first_token: &'a [Vec<f32>],
+    duplicate_token: &'a [Vec<f32>],
+    induction: &'a [Vec<f32>],
 }
 
 impl Model {

@@ -188,7 +188,7 @@ fn promise(work: impl Future<Output = Result<JsValue, JsError>> + 'static) -> Pr
 }
 
 /// A JS number that must be an integer JS can represent exactly (0 ..= 2^53 − 1).
-fn whole_number(seed: f64) -> Result<u64, JsError> {
+pub(super) fn whole_number(seed: f64) -> Result<u64, JsError> {
     const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
     if seed.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER).contains(&seed) {
         Ok(seed as u64)

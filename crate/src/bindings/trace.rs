@@ -12,6 +12,12 @@ pub struct Trace {
     trace: crate::Trace,
 }
 
+impl Trace {
+    pub(super) fn inner(&self) -> &crate::Trace {
+        &self.trace
+    }
+}
+
 impl From<crate::Trace> for Trace {
     fn from(trace: crate::Trace) -> Trace {
         Trace { trace }

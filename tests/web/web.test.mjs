@@ -1200,6 +1200,52 @@ test('Gemma-3-270M (fetched on request): listed with its terms, its tokens, a ma
   await page.close();
 });
 
+test('head detectors: PyTorch’s scores on the repeated sequence, badges, one-click induction heads, a sortable table, scores on the prompt', async () => {
+  const expected = JSON.parse(await readFile(`${repo}/tests/fixtures/heads/heads.json`, 'utf8'))['gpt2-tiny-f32'].repeated;
+  const page = await openPage({ prompt: 'The cat sat on the mat. The cat' });
+  await page.getByTestId('detectors').selectOption('repeated');
+  await page.getByTestId('detector-status').filter({ hasText: `scored on ${expected.tokens.length / 2} random tokens (seed 0), twice` }).waitFor();
+  await page.locator('.head-scores-details summary').click();
+  const kinds = [['previousToken', 'previous_token'], ['firstToken', 'first_token'], ['duplicateToken', 'duplicate_token'], ['induction', 'induction']];
+  // The table, in head order, equals PyTorch's scores (to the 3 decimals it shows).
+  await page.locator('.head-scores th button[data-sort=head]').click();
+  const rows = await page.locator('[data-testid=head-scores-table] tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.dataset.head, ...[...tr.querySelectorAll('td')].map((td) => Number(td.textContent))]));
+  assert.equal(rows.length, 2 * 4);
+  for (const [head, ...scores] of rows) {
+    const [layer, h] = head.split('.').map(Number);
+    kinds.forEach(([, py], i) => assert.ok(Math.abs(scores[i] - expected[py][layer][h]) <= 6e-4, `L${layer} H${h} ${py}: ${scores[i]} vs ${expected[py][layer][h]}`));
+  }
+  // Sorted by induction, strongest first.
+  await page.locator('.head-scores th button[data-sort=induction]').click();
+  const induction = await page.locator('[data-testid=head-scores-table] tbody tr td:nth-of-type(4)').allInnerTexts();
+  assert.deepEqual(induction.map(Number), [...induction.map(Number)].sort((a, b) => b - a));
+  // Badges: exactly the heads whose best score reaches 0.4.
+  const badged = expected.induction.flatMap((row, l) => row.map((_, h) => kinds.some(([, py]) => expected[py][l][h] >= 0.4))).filter(Boolean).length;
+  assert.equal(await page.locator('.head .badge:not([hidden])').count(), badged);
+  // One click on "Induction" highlights and opens the strongest induction head.
+  await page.getByTestId('highlight-induction').click();
+  const flat = expected.induction.flatMap((row, l) => row.map((score, h) => ({ l, h, score })));
+  const best = flat.reduce((a, b) => (b.score > a.score ? b : a));
+  await page.locator(`[data-testid=attention-grid] button.head.selected[aria-label^="Layer ${best.l} head ${best.h}"]`).waitFor();
+  assert.equal(await page.getByTestId('highlight-induction').getAttribute('aria-pressed'), 'true');
+  await page.screenshot({ path: `${shots}/head-detectors.png`, fullPage: true });
+  const serious = await axeViolations(page, 'head detectors');
+  assert.deepEqual(serious, [], JSON.stringify(serious, null, 1));
+  // On the prompt: scored again as it changes.
+  await page.getByTestId('detectors').selectOption('prompt');
+  const tokens = (await chipIds(page)).length;
+  await page.getByTestId('detector-status').filter({ hasText: `the prompt's ${tokens} tokens` }).waitFor();
+  const box = page.getByTestId('prompt');
+  await box.click();
+  await box.press('End');
+  await box.pressSequentially(' sat', { delay: 20 });
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip-id').length > n, tokens);
+  const now = (await chipIds(page)).length;
+  await page.getByTestId('detector-status').filter({ hasText: `the prompt's ${now} tokens` }).waitFor();
+  assert.equal(await page.locator('[data-testid=head-scores-table] tbody tr').count(), 2 * 4);
+  await page.close();
+});
+
 test('no page of these tests broke the Content-Security-Policy', () => {
   assert.deepEqual(violations, []);
 });

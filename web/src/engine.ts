@@ -2,7 +2,7 @@
 // backend switch) starts a new Worker and keeps the old one until the new model has loaded, so a
 // bad file, or a GPU that is not there, never costs the model that works; stopping the old Worker
 // then frees all its memory (wasm memory never shrinks).
-import { createWorkerClient, type Backend, type BackendChoice, type BackendInfo, type GptlensWorker, type HookName, type ModelFiles, type ModelInfo, type SamplingParams, type WorkerSession, type WorkerTrace } from 'gptlens';
+import { createWorkerClient, type Backend, type BackendChoice, type BackendInfo, type GptlensWorker, type HeadScores, type HookName, type ModelFiles, type ModelInfo, type SamplingParams, type WorkerSession, type WorkerTrace } from 'gptlens';
 import { analyse, viewHooks, type Analysis, type NextToken } from './analysis.ts';
 
 /** Candidates listed in the next-token view. */
@@ -137,6 +137,21 @@ export class Engine {
       survivorsCapped: kept.length === SURVIVOR_LIMIT,
       sampling,
     };
+  }
+
+  /**
+   * The head detectors' scores on the seeded repeated random sequence: a run of its own (the
+   * session keeps the prompt's cache), capturing only the patterns.
+   */
+  async repeatedHeadScores(): Promise<HeadScores> {
+    const tokens = await this.client.repeatedRandomTokens(0);
+    const patterns = this.info.hooks.filter((hook) => hook.endsWith('.attn.hook_pattern')) as HookName[];
+    const trace = await this.client.run(tokens, patterns);
+    try {
+      return await trace.headScores();
+    } finally {
+      void trace.release();
+    }
   }
 
   /** Draws the next token under `sampling` from the session's last run and appends it there. */

@@ -106,6 +106,27 @@ export class Live {
       return;
     }
     void this.runPrompt(this.store.state.prompt, undefined);
+    if (this.store.state.detectors === 'repeated') void this.detectorsChanged();
+  }
+
+  /**
+   * The head detectors' source changed, or a model was loaded: scores on the repeated sequence
+   * (once per model), on the current prompt's trace, or none.
+   */
+  async detectorsChanged(): Promise<void> {
+    const { engine, trace } = this;
+    const { detectors } = this.store.state;
+    if (!engine || detectors === 'off') {
+      this.store.set({ headScores: undefined });
+      return;
+    }
+    try {
+      const headScores = detectors === 'repeated' ? await engine.repeatedHeadScores() : await trace?.headScores();
+      if (engine === this.engine && this.store.state.detectors === detectors) this.store.set({ headScores });
+    } catch (error) {
+      if (this.crashed(engine, error)) return;
+      this.store.set({ promptError: message(error) });
+    }
   }
 
   /** The sampling settings changed: the same trace, new survivors. */
@@ -238,6 +259,8 @@ export class Live {
     const { trace, analysis, forwardMs } = await engine.run(tokens);
     const predictStart = performance.now();
     const next = await engine.predict(trace, this.store.state.sampling);
+    // Scored on the prompt: with the rest of the run, in the same redraw.
+    const headScores = this.store.state.detectors === 'prompt' ? await trace.headScores() : this.store.state.headScores;
     const predictMs = performance.now() - predictStart;
     if (engine !== this.engine) {
       void trace.release();
@@ -252,6 +275,7 @@ export class Live {
     this.store.set({
       analysis,
       next,
+      headScores,
       promptError: undefined,
       query: query !== undefined && query < tokens.length ? query : undefined,
     });

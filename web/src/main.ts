@@ -58,6 +58,9 @@ const store = new Store({
   generating: false,
   redraw: NO_REDRAWS,
   theme: address.theme ?? initialTheme(),
+  detectors: 'off',
+  headScores: undefined,
+  highlight: undefined,
 });
 
 const live = new Live(store);
@@ -71,7 +74,7 @@ const loader = new Loader(store, (model) => {
   const head = wanted && wanted.layer < nLayer && wanted.head < nHead ? wanted : { layer: 0, head: 0 };
   const query = restore?.query;
   restore = undefined;
-  store.set({ model, loading: undefined, analysis: undefined, next: undefined, head, query, redraw: NO_REDRAWS });
+  store.set({ model, loading: undefined, analysis: undefined, next: undefined, headScores: undefined, head, query, redraw: NO_REDRAWS });
   live.modelChanged();
 }, threadsParameter());
 live.onCrash = (trap) => void loader.restart(trap);
@@ -101,7 +104,7 @@ mountModelPicker(panel('model-picker'), panel('status'), store, catalog, loader)
 mountBackendPicker(panel('model-picker'), store, loader);
 mountPrompt(panel('prompt-panel'), store, live);
 mountNextToken(panel('next-panel'), store, live);
-mountAttentionGrid(panel('grid-panel'), store);
+mountAttentionGrid(panel('grid-panel'), store, live);
 mountAttentionDetail(panel('detail-panel'), store);
 mountLayerNorm(panel('layernorm-panel'), store);
 mountDiagnostics(panel('diagnostics-panel'), store);

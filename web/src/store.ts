@@ -5,7 +5,7 @@ import type { AttentionScale } from './attention-paint.ts';
 import type { Engine } from './engine.ts';
 import type { RedrawStats } from './perf.ts';
 import type { Theme } from './theme.ts';
-import type { BackendChoice, SamplingParams } from 'gptlens';
+import type { BackendChoice, HeadScores, SamplingParams } from 'gptlens';
 import type { ModelSource } from './model-files.ts';
 
 export interface LoadedModel {
@@ -30,6 +30,13 @@ export interface Loading {
 
 /** How the head detail shows the open head: its map, lines, the picked query's row as bars, or a table. */
 export type DetailView = 'map' | 'lines' | 'row' | 'table';
+
+/** Where the head detectors score the heads: not at all, on the seeded repeated random sequence
+ * (what shows induction heads), or on the prompt as it is typed. */
+export type DetectorSource = 'off' | 'repeated' | 'prompt';
+
+/** The detectors, as `HeadScores` names them. */
+export type DetectorKind = 'previousToken' | 'firstToken' | 'duplicateToken' | 'induction';
 
 export interface HeadRef {
   layer: number;
@@ -64,6 +71,11 @@ export interface State {
   generating: boolean;
   redraw: RedrawStats;
   theme: Theme;
+  detectors: DetectorSource;
+  /** The detectors' scores on `detectors`' sequence, once computed. */
+  headScores: HeadScores | undefined;
+  /** Heads scoring at least DETECTOR_THRESHOLD on this detector are highlighted in the grid. */
+  highlight: DetectorKind | undefined;
 }
 
 export type Listener = (state: Readonly<State>, changed: ReadonlySet<keyof State>) => void;

@@ -12,6 +12,8 @@ import { sequentialMap } from '../colormap.ts';
 import { cssVar, formatPercent, h, tokenText } from '../dom.ts';
 import { downloadCanvas, exportButton, howTo, rovingFocus, setRovingStop } from '../panel-tools.ts';
 import { touched, type State, type Store } from '../store.ts';
+import type { Live } from '../live.ts';
+import { DETECTORS, DETECTOR_THRESHOLD, mountHeadDetectors, strongestDetector } from './head-detectors.ts';
 import { colorbar, scaleNote } from './legend.ts';
 
 /** Largest thumbnail side in canvas pixels; longer prompts are max-pooled down to it. */
@@ -22,12 +24,14 @@ interface HeadCell {
   head: number;
   button: HTMLButtonElement;
   canvas: HTMLCanvasElement;
+  /** The head's strongest detector, when it scores high enough. */
+  badge: HTMLSpanElement;
   visible: boolean;
   /** Shows an older analysis (or theme) than the current one. */
   stale: boolean;
 }
 
-export function mountAttentionGrid(root: HTMLElement, store: Store): void {
+export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live): void {
   const scaleToggle = h(
     'select',
     {
@@ -54,8 +58,9 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
     h('header', { class: 'panel-head' }, h('h2', {}, 'Attention'), h('span', { class: 'spacer' }), legend, h('label', { class: 'inline-label' }, h('span', { class: 'visually-hidden' }, 'Colour scale'), scaleToggle), png, help.toggle),
     help.note,
     legendNote,
-    scroller,
   );
+  mountHeadDetectors(root, store, live);
+  root.append(scroller);
 
   let cells: HeadCell[] = [];
   const cellOf = new Map<Element, HeadCell>();
@@ -109,6 +114,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
     const rows = Array.from({ length: nLayer }, (_, layer) => {
       const row = Array.from({ length: nHead }, (_, head) => {
         const canvas = h('canvas', { width: 1, height: 1, 'aria-hidden': 'true' });
+        const badge = h('span', { class: 'badge', 'aria-hidden': 'true' });
         const button = h(
           'button',
           {
@@ -122,8 +128,9 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
           },
           canvas,
           h('span', { class: 'query-row' }),
+          badge,
         );
-        const cell = { layer, head, button, canvas, visible: false, stale: true };
+        const cell = { layer, head, button, canvas, badge, visible: false, stale: true };
         cells.push(cell);
         cellOf.set(button, cell);
         return button;
@@ -153,7 +160,18 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
       legendNote.textContent = scaleNote(state.attentionScale);
       scaleToggle.value = state.attentionScale;
     }
-    if (touched(changed, 'analysis', 'query', 'model')) describeCells(state);
+    if (touched(changed, 'analysis', 'query', 'model', 'headScores')) describeCells(state);
+    if (touched(changed, 'headScores', 'highlight', 'model')) {
+      const { headScores, highlight } = state;
+      grid.classList.toggle('highlighting', highlight !== undefined && headScores !== undefined);
+      for (const cell of cells) {
+        const strongest = headScores && strongestDetector(headScores, cell.layer, cell.head);
+        cell.badge.textContent = strongest ? DETECTORS.find(({ kind }) => kind === strongest.kind)!.short : '';
+        cell.badge.hidden = !strongest;
+        const lit = headScores !== undefined && highlight !== undefined && (headScores[highlight][cell.layer]?.[cell.head] ?? 0) >= DETECTOR_THRESHOLD;
+        cell.button.classList.toggle('lit', lit);
+      }
+    }
     if (touched(changed, 'analysis', 'theme', 'attentionScale', 'model')) {
       for (const cell of cells) cell.stale = true;
       grid.classList.toggle('empty', !state.analysis);
@@ -178,9 +196,11 @@ export function mountAttentionGrid(root: HTMLElement, store: Store): void {
   });
 
   /** Each head's accessible name says where the query (picked, else last) looks most. */
-  function describeCells({ analysis, query }: Readonly<State>): void {
+  function describeCells({ analysis, query, headScores }: Readonly<State>): void {
     for (const cell of cells) {
-      const name = `Layer ${cell.layer} head ${cell.head}`;
+      const strongest = headScores && strongestDetector(headScores, cell.layer, cell.head);
+      const kind = strongest && DETECTORS.find(({ kind }) => kind === strongest.kind)!.label.toLowerCase();
+      const name = `Layer ${cell.layer} head ${cell.head}${strongest ? ` (${kind} head, ${strongest.score.toFixed(2)})` : ''}`;
       const pattern = analysis?.attention[cell.layer];
       if (!analysis || !pattern) {
         cell.button.setAttribute('aria-label', name);

@@ -1,0 +1,150 @@
+// The head detectors in the attention panel: where heads are scored (a repeated random sequence,
+// the prompt, or not at all), one-click highlights of each kind of head in the grid (the strongest
+// one opens), and a sortable table of every head's scores. The grid draws the badges.
+import type { HeadScores } from 'gptlens';
+import { h } from '../dom.ts';
+import type { Live } from '../live.ts';
+import { touched, type DetectorKind, type DetectorSource, type Store } from '../store.ts';
+
+/** A head with at least this score gets its detector's badge and highlight. */
+export const DETECTOR_THRESHOLD = 0.4;
+
+export const DETECTORS: readonly { kind: DetectorKind; label: string; short: string; about: string }[] = [
+  { kind: 'previousToken', label: 'Previous token', short: 'prev', about: 'mean weight each token gives the token just before it' },
+  { kind: 'firstToken', label: 'First token', short: '1st', about: 'mean weight each token gives the first token (an attention sink)' },
+  { kind: 'duplicateToken', label: 'Duplicate token', short: 'dup', about: 'mean weight a repeated token gives its earlier copies' },
+  { kind: 'induction', label: 'Induction', short: 'ind', about: 'mean weight a repeated token gives the token that followed its earlier copy' },
+];
+
+/** The detector a head scores highest on, when that score reaches the threshold. */
+export function strongestDetector(scores: HeadScores, layer: number, head: number): { kind: DetectorKind; score: number } | undefined {
+  let best: { kind: DetectorKind; score: number } | undefined;
+  for (const { kind } of DETECTORS) {
+    const score = scores[kind][layer]?.[head] ?? 0;
+    if (score >= DETECTOR_THRESHOLD && (!best || score > best.score)) best = { kind, score };
+  }
+  return best;
+}
+
+/** The head scoring highest on `kind`. */
+function strongestHead(scores: HeadScores, kind: DetectorKind): { layer: number; head: number } {
+  let best = { layer: 0, head: 0, score: -1 };
+  scores[kind].forEach((row, layer) => row.forEach((score, head) => score > best.score && (best = { layer, head, score })));
+  return best;
+}
+
+const SOURCES: readonly [DetectorSource, string][] = [
+  ['off', 'off'],
+  ['repeated', 'on a repeated random sequence'],
+  ['prompt', 'on this prompt'],
+];
+
+export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live): void {
+  const source = h(
+    'select',
+    {
+      'data-testid': 'detectors',
+      onchange: () => {
+        const detectors = source.value as DetectorSource;
+        store.set({ detectors, headScores: undefined, highlight: detectors === 'off' ? undefined : store.state.highlight });
+        void live.detectorsChanged();
+      },
+    },
+    ...SOURCES.map(([value, label]) => h('option', { value }, label)),
+  );
+  source.title =
+    'Score every head as a previous-token, first-token, duplicate-token or induction head. The repeated random sequence is 50 random tokens (seed 0) twice: in its second half every token has an earlier copy, which is what induction heads need.';
+  /** A highlight asked for before the scores arrived: its strongest head opens when they do. */
+  let openWhenScored: DetectorKind | undefined;
+  const buttons = DETECTORS.map(({ kind, label, about }) =>
+    h(
+      'button',
+      {
+        type: 'button',
+        class: 'quiet chip-button',
+        'data-testid': `highlight-${kind}`,
+        'aria-pressed': 'false',
+        title: `Highlight the ${label.toLowerCase()} heads (score ≥ ${DETECTOR_THRESHOLD}: ${about}) and open the strongest`,
+        onclick: () => {
+          const highlight = store.state.highlight === kind ? undefined : kind;
+          store.set({ highlight });
+          if (!highlight) return;
+          const { headScores } = store.state;
+          if (headScores) store.set({ head: strongestHead(headScores, kind) });
+          else openWhenScored = kind;
+          if (store.state.detectors === 'off') {
+            store.set({ detectors: 'repeated' });
+            void live.detectorsChanged();
+          }
+        },
+      },
+      label,
+    ),
+  );
+  const status = h('span', { class: 'muted', 'data-testid': 'detector-status', role: 'status' });
+  const sortBy: { kind: DetectorKind | 'head' } = { kind: 'induction' };
+  const body = h('tbody');
+  const header = h(
+    'tr',
+    {},
+    h('th', { scope: 'col' }, sortButton('head', 'Head')),
+    ...DETECTORS.map(({ kind, short, label }) => h('th', { scope: 'col', title: label }, sortButton(kind, short))),
+  );
+  const table = h('table', { class: 'query-row-table head-scores', 'data-testid': 'head-scores-table' }, h('caption', { class: 'visually-hidden' }, 'Head detector scores'), h('thead', {}, header), body);
+  const details = h('details', { class: 'head-scores-details' }, h('summary', {}, 'Scores of every head'), table);
+  root.append(
+    h('div', { class: 'detector-bar', 'data-testid': 'detector-bar' }, h('label', { class: 'inline-label' }, 'Head detectors ', source), ...buttons, status),
+    details,
+  );
+
+  function sortButton(kind: DetectorKind | 'head', text: string): HTMLButtonElement {
+    return h('button', { type: 'button', class: 'sort', 'data-sort': kind, onclick: () => ((sortBy.kind = kind), fillTable()) }, text);
+  }
+
+  function fillTable(): void {
+    const { headScores } = store.state;
+    if (!headScores) {
+      body.replaceChildren();
+      return;
+    }
+    const rows = headScores.induction.flatMap((row, layer) => row.map((_, head) => ({ layer, head })));
+    if (sortBy.kind !== 'head') {
+      const kind = sortBy.kind;
+      rows.sort((a, b) => headScores[kind][b.layer]![b.head]! - headScores[kind][a.layer]![a.head]!);
+    }
+    for (const th of header.querySelectorAll('th')) {
+      const sorted = th.querySelector('button')?.dataset.sort === sortBy.kind;
+      th.setAttribute('aria-sort', sorted ? (sortBy.kind === 'head' ? 'ascending' : 'descending') : 'none');
+    }
+    body.replaceChildren(
+      ...rows.map(({ layer, head }) =>
+        h(
+          'tr',
+          { 'data-head': `${layer}.${head}` },
+          h('th', { scope: 'row' }, h('button', { type: 'button', class: 'link', onclick: () => store.set({ head: { layer, head } }) }, `L${layer} H${head}`)),
+          ...DETECTORS.map(({ kind }) => h('td', { class: 'num' }, headScores[kind][layer]![head]!.toFixed(3))),
+        ),
+      ),
+    );
+  }
+
+  store.subscribe((state, changed) => {
+    if (touched(changed, 'detectors')) source.value = state.detectors;
+    if (touched(changed, 'highlight')) {
+      for (const [i, button] of buttons.entries()) button.setAttribute('aria-pressed', String(DETECTORS[i]!.kind === state.highlight));
+    }
+    if (touched(changed, 'headScores', 'detectors', 'model', 'highlight')) {
+      const half = Math.min(50, Math.floor((state.model?.engine.info.contextLength ?? 0) / 2));
+      const on = state.detectors === 'prompt' ? `the prompt's ${state.analysis?.tokens.length ?? 0} tokens` : `${half} random tokens (seed 0), twice`;
+      const kind = DETECTORS.find(({ kind }) => kind === state.highlight);
+      const lit = kind && state.headScores?.[kind.kind].flat().filter((score) => score >= DETECTOR_THRESHOLD).length;
+      const found = kind && state.headScores ? ` · ${lit === 0 ? 'no' : lit} ${kind.label.toLowerCase()} head${lit === 1 ? '' : 's'} (≥ ${DETECTOR_THRESHOLD})` : '';
+      status.textContent = state.detectors === 'off' ? '' : state.headScores ? `scored on ${on}${found}` : 'scoring…';
+      fillTable();
+      if (state.headScores && openWhenScored) {
+        store.set({ head: strongestHead(state.headScores, openWhenScored) });
+        openWhenScored = undefined;
+      }
+    }
+  });
+}

@@ -1246,6 +1246,45 @@ test('head detectors: PyTorch’s scores on the repeated sequence, badges, one-c
   await page.close();
 });
 
+test('head finder: every head ranked by the weight the picked token gives a key; Shift+click on the map picks both', async () => {
+  const page = await openPage({ prompt: 'The cat sat on the mat. The cat' });
+  const t = (await chipIds(page)).length;
+  await page.getByTestId('finder-key').selectOption('1');
+  const ranked = page.locator('[data-testid=finder-ranking] button');
+  await ranked.first().waitFor();
+  const entries = await ranked.evaluateAll((buttons) => buttons.map((b) => ({ head: b.dataset.head, percent: parseFloat(b.textContent.split(' ').at(-1)) })));
+  assert.equal(entries.length, 5);
+  assert.deepEqual(entries.map((e) => e.percent), [...entries.map((e) => e.percent)].sort((a, b) => b - a), 'strongest first');
+  assert.equal(await page.locator('[data-testid=attention-grid] button.head.lit').count(), 5);
+  // The top head's weight is the one its query row shows for that key.
+  await ranked.first().click();
+  await page.getByRole('tab', { name: 'Query row' }).click();
+  const weightShown = Number(await page.locator('[data-testid=query-row] tbody tr').nth(1).locator('td').nth(2).innerText());
+  assert.ok(Math.abs(weightShown * 100 - entries[0].percent) <= 0.1, `${weightShown} vs ${entries[0].percent}%`);
+  // Shift+click a map cell: query = its row, key = its column.
+  await page.getByRole('tab', { name: 'Map' }).click();
+  const map = page.getByTestId('attention-map');
+  await page.getByRole('button', { name: 'Fit the whole map' }).click();
+  // Find the cell (query 3, key 2) by hovering: its tooltip names the cell under the pointer.
+  const box = await map.boundingBox();
+  const cellAt = async (x, y) => {
+    await map.hover({ position: { x, y } });
+    const tip = page.locator('.tooltip');
+    const m = (await tip.isVisible()) && /query (\d+) .*→ key (\d+) /.exec(await tip.innerText());
+    return m ? [Number(m[1]), Number(m[2])] : undefined;
+  };
+  let spot;
+  for (let y = 2; y < box.height && !spot; y += 3) {
+    if ((await cellAt(box.width / 2, y))?.[0] !== 3) continue;
+    for (let x = 2; x < box.width && !spot; x += 3) if ((await cellAt(x, y))?.[1] === 2) spot = { x, y };
+  }
+  assert.ok(spot, 'the cell (3, 2) is on the map');
+  await map.click({ modifiers: ['Shift'], position: spot });
+  assert.equal(await page.getByTestId('finder-key').inputValue(), '2');
+  assert.equal(await page.locator('[data-testid=tokens] .chip[aria-pressed=true]').getAttribute('data-pos'), '3');
+  await page.close();
+});
+
 test('no page of these tests broke the Content-Security-Policy', () => {
   assert.deepEqual(violations, []);
 });

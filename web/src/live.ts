@@ -278,6 +278,7 @@ export class Live {
       headScores,
       promptError: undefined,
       query: query !== undefined && query < tokens.length ? query : undefined,
+      finderKey: this.store.state.finderKey !== undefined && this.store.state.finderKey < tokens.length ? this.store.state.finderKey : undefined,
     });
     const drawMs = performance.now() - drawStart;
     const latest = { tokenizeMs, forwardMs, predictMs, drawMs, computed: analysis.computed, tokens: tokens.length };
@@ -303,6 +304,6 @@ export class Live {
     void this.trace?.release();
     this.trace = undefined;
     this.tokens = new Uint32Array();
-    this.store.set({ analysis: undefined, next: undefined, promptError: undefined, query: undefined });
+    this.store.set({ analysis: undefined, next: undefined, promptError: undefined, query: undefined, finderKey: undefined });
   }
 }

@@ -61,6 +61,7 @@ const store = new Store({
   detectors: 'off',
   headScores: undefined,
   highlight: undefined,
+  finderKey: undefined,
 });
 
 const live = new Live(store);
@@ -74,7 +75,7 @@ const loader = new Loader(store, (model) => {
   const head = wanted && wanted.layer < nLayer && wanted.head < nHead ? wanted : { layer: 0, head: 0 };
   const query = restore?.query;
   restore = undefined;
-  store.set({ model, loading: undefined, analysis: undefined, next: undefined, headScores: undefined, head, query, redraw: NO_REDRAWS });
+  store.set({ model, loading: undefined, analysis: undefined, next: undefined, headScores: undefined, finderKey: undefined, head, query, redraw: NO_REDRAWS });
   live.modelChanged();
 }, threadsParameter());
 live.onCrash = (trap) => void loader.restart(trap);

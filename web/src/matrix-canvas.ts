@@ -52,7 +52,7 @@ export interface Cell {
 interface Handlers {
   hover?(cell: Cell, event: MouseEvent): void;
   leave?(): void;
-  click?(cell: Cell): void;
+  click?(cell: Cell, event: MouseEvent): void;
 }
 
 const FONT_PX = 11;
@@ -175,7 +175,7 @@ export class MatrixCanvas {
     this.element.addEventListener('click', (event) => {
       if (performance.now() < this.quietUntil) return;
       const cell = this.cellAt(event);
-      if (cell) handlers.click?.(cell);
+      if (cell) handlers.click?.(cell, event);
     });
   }
 

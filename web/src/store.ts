@@ -76,6 +76,9 @@ export interface State {
   headScores: HeadScores | undefined;
   /** Heads scoring at least DETECTOR_THRESHOLD on this detector are highlighted in the grid. */
   highlight: DetectorKind | undefined;
+  /** The head finder's key position: the grid ranks heads by the picked (else last) query's
+   * weight on it. */
+  finderKey: number | undefined;
 }
 
 export type Listener = (state: Readonly<State>, changed: ReadonlySet<keyof State>) => void;

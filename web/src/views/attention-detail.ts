@@ -89,7 +89,8 @@ export function mountAttentionDetail(root: HTMLElement, store: Store): void {
       showTooltip(event, [value, `query ${row} “${tokenText(analysis.labels[row]!)}” → key ${col} “${tokenText(analysis.labels[col]!)}”`]);
     },
     leave: hideTooltip,
-    click: ({ row }) => pick(row),
+    // Shift+click: find the heads that move this key to this query (the head finder).
+    click: ({ row, col }, event) => (event.shiftKey && col <= row ? store.set({ query: row, finderKey: col }) : pick(row)),
   });
   map.element.tabIndex = 0;
   map.element.setAttribute('role', 'img');

@@ -13,7 +13,7 @@ import { cssVar, formatPercent, h, tokenText } from '../dom.ts';
 import { downloadCanvas, exportButton, howTo, rovingFocus, setRovingStop } from '../panel-tools.ts';
 import { touched, type State, type Store } from '../store.ts';
 import type { Live } from '../live.ts';
-import { DETECTORS, DETECTOR_THRESHOLD, mountHeadDetectors, strongestDetector } from './head-detectors.ts';
+import { DETECTORS, DETECTOR_THRESHOLD, FINDER_SHOWN, finderRanking, mountHeadDetectors, strongestDetector } from './head-detectors.ts';
 import { colorbar, scaleNote } from './legend.ts';
 
 /** Largest thumbnail side in canvas pixels; longer prompts are max-pooled down to it. */
@@ -161,14 +161,18 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       scaleToggle.value = state.attentionScale;
     }
     if (touched(changed, 'analysis', 'query', 'model', 'headScores')) describeCells(state);
-    if (touched(changed, 'headScores', 'highlight', 'model')) {
-      const { headScores, highlight } = state;
-      grid.classList.toggle('highlighting', highlight !== undefined && headScores !== undefined);
+    if (touched(changed, 'headScores', 'highlight', 'model', 'finderKey', 'analysis', 'query')) {
+      const { headScores, highlight, analysis, finderKey, query } = state;
+      // The head finder, while a key is picked, takes the badges and highlights.
+      const found = analysis && finderKey !== undefined ? finderRanking(analysis, query, finderKey).slice(0, FINDER_SHOWN) : undefined;
+      const rank = new Map(found?.map(({ layer, head, weight }) => [`${layer}.${head}`, weight]));
+      grid.classList.toggle('highlighting', found !== undefined || (highlight !== undefined && headScores !== undefined));
       for (const cell of cells) {
         const strongest = headScores && strongestDetector(headScores, cell.layer, cell.head);
-        cell.badge.textContent = strongest ? DETECTORS.find(({ kind }) => kind === strongest.kind)!.short : '';
-        cell.badge.hidden = !strongest;
-        const lit = headScores !== undefined && highlight !== undefined && (headScores[highlight][cell.layer]?.[cell.head] ?? 0) >= DETECTOR_THRESHOLD;
+        const finder = rank.get(`${cell.layer}.${cell.head}`);
+        cell.badge.textContent = found ? (finder === undefined ? '' : formatPercent(finder)) : strongest ? DETECTORS.find(({ kind }) => kind === strongest.kind)!.short : '';
+        cell.badge.hidden = cell.badge.textContent === '';
+        const lit = found ? finder !== undefined : headScores !== undefined && highlight !== undefined && (headScores[highlight][cell.layer]?.[cell.head] ?? 0) >= DETECTOR_THRESHOLD;
         cell.button.classList.toggle('lit', lit);
       }
     }

@@ -1,8 +1,10 @@
 // The head detectors in the attention panel: where heads are scored (a repeated random sequence,
 // the prompt, or not at all), one-click highlights of each kind of head in the grid (the strongest
-// one opens), and a sortable table of every head's scores. The grid draws the badges.
+// one opens), and a sortable table of every head's scores. And the head finder: every head ranked
+// by the weight the picked query gives one key. The grid draws the badges and highlights.
 import type { HeadScores } from 'gptlens';
-import { h } from '../dom.ts';
+import { weight, type Analysis } from '../analysis.ts';
+import { formatPercent, h, tokenText } from '../dom.ts';
 import type { Live } from '../live.ts';
 import { touched, type DetectorKind, type DetectorSource, type Store } from '../store.ts';
 
@@ -24,6 +26,20 @@ export function strongestDetector(scores: HeadScores, layer: number, head: numbe
     if (score >= DETECTOR_THRESHOLD && (!best || score > best.score)) best = { kind, score };
   }
   return best;
+}
+
+/** How many heads the head finder highlights. */
+export const FINDER_SHOWN = 5;
+
+/** Every head by the weight query `q` (the picked one, else the last) gives key `key`, strongest first. */
+export function finderRanking(analysis: Analysis, query: number | undefined, key: number): { layer: number; head: number; weight: number }[] {
+  const t = analysis.tokens.length;
+  const q = query ?? t - 1;
+  if (key > q) return [];
+  const heads = analysis.attention.flatMap((pattern, layer) =>
+    Array.from({ length: analysis.nHead }, (_, head) => ({ layer, head, weight: weight(pattern, t, head, q, key) })),
+  );
+  return heads.sort((a, b) => b.weight - a.weight || a.layer - b.layer || a.head - b.head);
 }
 
 /** The head scoring highest on `kind`. */
@@ -92,10 +108,35 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
   );
   const table = h('table', { class: 'query-row-table head-scores', 'data-testid': 'head-scores-table' }, h('caption', { class: 'visually-hidden' }, 'Head detector scores'), h('thead', {}, header), body);
   const details = h('details', { class: 'head-scores-details' }, h('summary', {}, 'Scores of every head'), table);
+  const finderKey = h('select', {
+    'data-testid': 'finder-key',
+    onchange: () => store.set({ finderKey: finderKey.value === '' ? undefined : Number(finderKey.value) }),
+  });
+  finderKey.title = 'Rank every head by the weight the picked token (or the last) gives this key; Shift+click a cell of the map picks both';
+  const finderQuery = h('span', { class: 'muted' });
+  const ranking = h('ol', { class: 'finder-ranking', 'data-testid': 'finder-ranking', 'aria-live': 'polite' });
   root.append(
     h('div', { class: 'detector-bar', 'data-testid': 'detector-bar' }, h('label', { class: 'inline-label' }, 'Head detectors ', source), ...buttons, status),
     details,
+    h('div', { class: 'detector-bar' }, h('label', { class: 'inline-label' }, 'Head finder: ', finderQuery, ' reads ', finderKey), ranking),
   );
+
+  function fillFinder(analysis: Analysis | undefined, query: number | undefined, key: number | undefined): void {
+    const t = analysis?.tokens.length ?? 0;
+    const q = query ?? t - 1;
+    finderQuery.textContent = analysis ? `“${tokenText(analysis.labels[q]!)}” (${query === undefined ? 'the last token' : `token ${q}`})` : 'the picked token';
+    finderKey.replaceChildren(
+      h('option', { value: '' }, '(pick a key)'),
+      ...Array.from({ length: analysis ? q + 1 : 0 }, (_, k) => h('option', { value: String(k) }, `${k} “${tokenText(analysis!.labels[k]!)}”`)),
+    );
+    finderKey.value = key !== undefined && key <= q ? String(key) : '';
+    const ranked = analysis && key !== undefined ? finderRanking(analysis, query, key).slice(0, FINDER_SHOWN) : [];
+    ranking.replaceChildren(
+      ...ranked.map(({ layer, head, weight }) =>
+        h('li', {}, h('button', { type: 'button', class: 'quiet', 'data-head': `${layer}.${head}`, onclick: () => store.set({ head: { layer, head } }) }, `L${layer} H${head} ${formatPercent(weight)}`)),
+      ),
+    );
+  }
 
   function sortButton(kind: DetectorKind | 'head', text: string): HTMLButtonElement {
     return h('button', { type: 'button', class: 'sort', 'data-sort': kind, onclick: () => ((sortBy.kind = kind), fillTable()) }, text);
@@ -129,6 +170,7 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
   }
 
   store.subscribe((state, changed) => {
+    if (touched(changed, 'analysis', 'query', 'finderKey')) fillFinder(state.analysis, state.query, state.finderKey);
     if (touched(changed, 'detectors')) source.value = state.detectors;
     if (touched(changed, 'highlight')) {
       for (const [i, button] of buttons.entries()) button.setAttribute('aria-pressed', String(DETECTORS[i]!.kind === state.highlight));

@@ -816,7 +816,11 @@ test('keyboard only: skip link, type, arrow to a head, open it, append a candida
 
 test('the address follows every change and a link restores the state exactly', async () => {
   const page = await openPage({ prompt: PROMPT });
+  await page.getByTestId('detectors').selectOption('repeated');
+  await page.getByTestId('detector-status').filter({ hasText: 'scored on' }).waitFor();
+  await page.getByTestId('highlight-induction').click();
   await page.locator('[data-testid=tokens] .chip').nth(7).click();
+  await page.getByTestId('finder-key').selectOption('3');
   await page.getByTestId('attention-grid').locator('button.head').nth(6).click(); // layer 1, head 2
   await page.getByRole('tab', { name: 'Query row' }).click();
   await page.getByLabel('temperature').fill('0.7');
@@ -825,7 +829,7 @@ test('the address follows every change and a link restores the state exactly', a
   await page.locator('#theme-toggle').click();
   await page.waitForFunction(() => new URL(location.href).searchParams.get('theme') === 'light');
   const url = new URL(page.url());
-  const expected = { model: FIXTURE, prompt: PROMPT, q: '7', head: '1.2', view: 'row', temp: '0.7', topk: '5', scale: 'sqrt', theme: 'light', backend: 'auto' };
+  const expected = { model: FIXTURE, prompt: PROMPT, q: '7', head: '1.2', view: 'row', temp: '0.7', topk: '5', scale: 'sqrt', theme: 'light', backend: 'auto', detect: 'repeated', highlight: 'ind', key: '3' };
   for (const [name, value] of Object.entries(expected)) assert.equal(url.searchParams.get(name), value, `?${name}=`);
   // Typing replaces the history entry (no new one per keystroke) once the typing pauses.
   const length = await page.evaluate(() => history.length);
@@ -845,6 +849,10 @@ test('the address follows every change and a link restores the state exactly', a
   assert.equal(await copy.getByLabel('top-k').inputValue(), '5');
   assert.equal(await copy.getByTestId('attention-scale').inputValue(), 'sqrt');
   assert.equal(await copy.evaluate(() => document.documentElement.dataset.theme), 'light');
+  assert.equal(await copy.getByTestId('detectors').inputValue(), 'repeated');
+  assert.equal(await copy.getByTestId('highlight-induction').getAttribute('aria-pressed'), 'true');
+  assert.equal(await copy.getByTestId('finder-key').inputValue(), '3');
+  await copy.getByTestId('detector-status').filter({ hasText: 'scored on' }).waitFor();
   assert.deepEqual(await candidates(copy), await candidates(page), 'the same candidates under the same settings');
   assert.equal(copy.url(), page.url());
   await copy.close();

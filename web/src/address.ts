@@ -1,15 +1,18 @@
 // The page's state in its address: model, prompt, picked token, open head and view, sampling
-// settings, colour scale, theme and backend. Every change replaces the history entry (a prompt
+// settings, colour scale, theme, backend, and the head detectors (source, highlighted kind, the head
+// finder's key). Every change replaces the history entry (a prompt
 // being typed, at most every 300 ms), so the address is always a link to what is on screen, and
 // opening it restores that.
 import type { BackendChoice, SamplingParams } from 'gptlens';
 import type { AttentionScale } from './attention-paint.ts';
-import { touched, type DetailView, type HeadRef, type State, type Store } from './store.ts';
+import { touched, type DetailView, type DetectorKind, type DetectorSource, type HeadRef, type State, type Store } from './store.ts';
 import type { Theme } from './theme.ts';
 
 const VIEWS: DetailView[] = ['map', 'lines', 'row', 'table'];
 const SCALES: AttentionScale[] = ['rest', 'linear', 'sqrt'];
-const TRACKED: (keyof State)[] = ['model', 'prompt', 'query', 'head', 'detailView', 'normTable', 'sampling', 'attentionScale', 'theme', 'backend'];
+const TRACKED: (keyof State)[] = ['model', 'prompt', 'query', 'head', 'detailView', 'normTable', 'sampling', 'attentionScale', 'theme', 'backend', 'detectors', 'highlight', 'finderKey'];
+/** `highlight=` spells each detector short. */
+const HIGHLIGHTS: Record<string, DetectorKind> = { prev: 'previousToken', first: 'firstToken', dup: 'duplicateToken', ind: 'induction' };
 
 /** What an address asks for; absent or malformed parameters are undefined. */
 export interface AddressState {
@@ -23,6 +26,9 @@ export interface AddressState {
   attentionScale: AttentionScale | undefined;
   theme: Theme | undefined;
   backend: BackendChoice;
+  detectors: DetectorSource;
+  highlight: DetectorKind | undefined;
+  finderKey: number | undefined;
 }
 
 function integer(value: string | null, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
@@ -59,6 +65,9 @@ export function readAddress(params: URLSearchParams): AddressState {
     attentionScale: scale && SCALES.includes(scale) ? scale : undefined,
     theme: theme === 'light' || theme === 'dark' ? theme : undefined,
     backend: backend === 'cpu' || backend === 'webgpu' ? backend : 'auto',
+    detectors: params.get('detect') === 'repeated' || params.get('detect') === 'prompt' ? (params.get('detect') as DetectorSource) : 'off',
+    highlight: HIGHLIGHTS[params.get('highlight') ?? ''],
+    finderKey: integer(params.get('key'), 0),
   };
 }
 
@@ -80,6 +89,9 @@ export function addressOf(state: Readonly<State>, current: string): URL {
   put('scale', state.attentionScale === 'rest' ? undefined : state.attentionScale);
   put('theme', state.theme);
   put('backend', state.backend);
+  put('detect', state.detectors === 'off' ? undefined : state.detectors);
+  put('highlight', Object.entries(HIGHLIGHTS).find(([, kind]) => kind === state.highlight)?.[0]);
+  put('key', state.finderKey);
   return url;
 }
 

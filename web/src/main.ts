@@ -58,24 +58,28 @@ const store = new Store({
   generating: false,
   redraw: NO_REDRAWS,
   theme: address.theme ?? initialTheme(),
-  detectors: 'off',
+  detectors: address.detectors,
   headScores: undefined,
-  highlight: undefined,
+  highlight: address.highlight,
   finderKey: undefined,
 });
 
 const live = new Live(store);
 // The first model opens on the head and token the address names (if it has them); later ones on
 // the first head, with no token picked.
-let restore: { head: HeadRef | undefined; query: number | undefined } | undefined = { head: address.head, query: address.query };
+let restore: { head: HeadRef | undefined; query: number | undefined; finderKey: number | undefined } | undefined = {
+  head: address.head,
+  query: address.query,
+  finderKey: address.finderKey,
+};
 // One state change: views never see the new model with the old model's analysis.
 const loader = new Loader(store, (model) => {
   const { nLayer, nHead } = model.engine.info;
   const wanted = restore?.head;
   const head = wanted && wanted.layer < nLayer && wanted.head < nHead ? wanted : { layer: 0, head: 0 };
-  const query = restore?.query;
+  const { query, finderKey } = restore ?? {};
   restore = undefined;
-  store.set({ model, loading: undefined, analysis: undefined, next: undefined, headScores: undefined, finderKey: undefined, head, query, redraw: NO_REDRAWS });
+  store.set({ model, loading: undefined, analysis: undefined, next: undefined, headScores: undefined, finderKey, head, query, redraw: NO_REDRAWS });
   live.modelChanged();
 }, threadsParameter());
 live.onCrash = (trap) => void loader.restart(trap);

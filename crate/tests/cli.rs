@@ -66,6 +66,27 @@ fn trace_writes_every_hook_and_matches_pytorch() {
     let got: Vec<f32> = logits.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
     assert!(max_abs_diff(&got, &reference["logits"].data) <= 1e-4);
     assert_eq!(st.tensor("tokens").unwrap().dtype(), safetensors::Dtype::I64);
+    // --hooks: only those (and the tokens); a name the model does not have is an error.
+    let picked = "blocks.1.attn.hook_pattern,logits";
+    stdout(&gptlens(&[
+        "trace",
+        "--model",
+        &model,
+        "--tokens",
+        "1,2,3",
+        "--hooks",
+        picked,
+        "--out",
+        path.to_str().unwrap(),
+    ]));
+    let bytes = std::fs::read(&path).unwrap();
+    let mut names: Vec<String> =
+        safetensors::SafeTensors::deserialize(&bytes).unwrap().names().into_iter().map(String::from).collect();
+    names.sort();
+    assert_eq!(names, ["blocks.1.attn.hook_pattern", "logits", "tokens"]);
+    let bad =
+        gptlens(&["trace", "--model", &model, "--tokens", "1", "--hooks", "blocks.9.attn.hook_pattern", "--out", "x"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("blocks.9.attn.hook_pattern"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

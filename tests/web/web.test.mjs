@@ -1223,6 +1223,13 @@ test('head detectors: PyTorch’s scores on the repeated sequence, badges, one-c
     const [layer, h] = head.split('.').map(Number);
     kinds.forEach(([, py], i) => assert.ok(Math.abs(scores[i] - expected[py][layer][h]) <= 6e-4, `L${layer} H${h} ${py}: ${scores[i]} vs ${expected[py][layer][h]}`));
   }
+  // The same numbers as CSV, unrounded.
+  const [download] = await Promise.all([page.waitForEvent('download'), page.getByTestId('head-scores-csv').click()]);
+  const csv = (await readFile(await download.path(), 'utf8')).trim().split('\n').map((line) => line.split(','));
+  assert.deepEqual(csv[0], ['layer', 'head', 'previousToken', 'firstToken', 'duplicateToken', 'induction']);
+  for (const [layer, h, ...scores] of csv.slice(1).map((row) => row.map(Number))) {
+    kinds.forEach(([, py], i) => assert.ok(Math.abs(scores[i] - expected[py][layer][h]) <= 2e-5, `CSV L${layer} H${h} ${py}`));
+  }
   // Sorted by induction, strongest first.
   await page.locator('.head-scores th button[data-sort=induction]').click();
   const induction = await page.locator('[data-testid=head-scores-table] tbody tr td:nth-of-type(4)').allInnerTexts();

@@ -51,13 +51,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Capture every hook (attention patterns, layernorm statistics, residual norms, logits) to a
-    /// safetensors file named like TransformerLens hooks.
+    /// Capture every hook (attention patterns, layernorm statistics, residual norms, logits), or
+    /// those given, to a safetensors file named like TransformerLens hooks.
     Trace {
         #[command(flatten)]
         input: Input,
         #[arg(long)]
         out: PathBuf,
+        /// Only these hooks, comma-separated (names as in the README's hook table); default: all.
+        #[arg(long, value_delimiter = ',')]
+        hooks: Option<Vec<String>>,
     },
     /// Print the token ids and pieces of a text. Reads only the tokenizer: a .gguf (one holding a
     /// vocabulary and no tensors will do), a tokenizer.json, or a folder with either.
@@ -309,9 +312,14 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
                 }
             }
         }
-        Command::Trace { input, out } => {
+        Command::Trace { input, out, hooks } => {
             let Loaded { ckpt, tokens } = input.load()?;
-            let trace = session(&ckpt, backend)?.run(&tokens, &CaptureSpec::all(&ckpt.model.config))?;
+            let config = &ckpt.model.config;
+            let spec = match hooks {
+                Some(names) => CaptureSpec::from_names(&names, config)?,
+                None => CaptureSpec::all(config),
+            };
+            let trace = session(&ckpt, backend)?.run(&tokens, &spec)?;
             let bytes = trace.to_safetensors()?;
             // A failure here is a write error (a full disk, `--out /dev/full`), and says so.
             std::fs::write(&out, &bytes).map_err(|source| Error::Write { path: out.display().to_string(), source })?;

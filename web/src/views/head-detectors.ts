@@ -5,6 +5,7 @@
 import type { HeadScores } from 'gptlens';
 import { weight, type Analysis } from '../analysis.ts';
 import { formatPercent, h, tokenText } from '../dom.ts';
+import { downloadCsv, exportButton } from '../panel-tools.ts';
 import type { Live } from '../live.ts';
 import { touched, type DetectorKind, type DetectorSource, type Store } from '../store.ts';
 
@@ -107,7 +108,14 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
     ...DETECTORS.map(({ kind, short, label }) => h('th', { scope: 'col', title: label }, sortButton(kind, short))),
   );
   const table = h('table', { class: 'query-row-table head-scores', 'data-testid': 'head-scores-table' }, h('caption', { class: 'visually-hidden' }, 'Head detector scores'), h('thead', {}, header), body);
-  const details = h('details', { class: 'head-scores-details' }, h('summary', {}, 'Scores of every head'), table);
+  const csv = exportButton('CSV', 'Download every head’s detector scores as CSV', () => {
+    const { headScores } = store.state;
+    if (!headScores) return;
+    const rows = headScores.induction.flatMap((row, layer) => row.map((_, head) => [layer, head, ...DETECTORS.map(({ kind }) => headScores[kind][layer]![head]!)]));
+    downloadCsv(`gptlens-head-scores-${store.state.detectors}.csv`, [['layer', 'head', ...DETECTORS.map(({ kind }) => kind)], ...rows]);
+  });
+  csv.dataset.testid = 'head-scores-csv';
+  const details = h('details', { class: 'head-scores-details' }, h('summary', {}, 'Scores of every head '), csv, table);
   const finderKey = h('select', {
     'data-testid': 'finder-key',
     onchange: () => store.set({ finderKey: finderKey.value === '' ? undefined : Number(finderKey.value) }),

@@ -1297,6 +1297,9 @@ test('head finder: every head ranked by the weight the picked token gives a key;
   await map.click({ modifiers: ['Shift'], position: spot });
   assert.equal(await page.getByTestId('finder-key').inputValue(), '2');
   assert.equal(await page.locator('[data-testid=tokens] .chip[aria-pressed=true]').getAttribute('data-pos'), '3');
+  // Shift+click a chip: that token is the key.
+  await page.locator('[data-testid=tokens] .chip').nth(1).click({ modifiers: ['Shift'] });
+  assert.equal(await page.getByTestId('finder-key').inputValue(), '1');
   await page.close();
 });
 

@@ -65,7 +65,7 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
   const help = howTo(
     'prompt',
     'Every keystroke runs the model. The text becomes tokens (below): a “·” is a space, the small number is the token’s id in the vocabulary.',
-    'Pick a token (click, or Enter; arrow keys move between tokens) to follow it as the query: its row is outlined in every attention map and the LayerNorm strips.',
+    'Pick a token (click, or Enter; arrow keys move between tokens) to follow it as the query: its row is outlined in every attention map and the LayerNorm strips. Shift+click a token to rank the heads by how much the query reads it (the head finder).',
   );
   root.append(
     h('header', { class: 'panel-head' }, h('h2', {}, 'Prompt'), summary, h('span', { class: 'spacer' }), chat, help.toggle),
@@ -80,7 +80,9 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
     const chip = (event.target as Element).closest<HTMLElement>('[data-pos]');
     if (!chip) return;
     const position = Number(chip.dataset.pos);
-    store.set({ query: store.state.query === position ? undefined : position });
+    // Shift+click: the head finder's key (the heads that move this token to the query).
+    if (event.shiftKey) store.set({ finderKey: store.state.finderKey === position ? undefined : position });
+    else store.set({ query: store.state.query === position ? undefined : position });
   });
 
   const chipButtons = () => [...chips.querySelectorAll<HTMLButtonElement>('.chip')];

@@ -401,3 +401,36 @@ fn heads_scores_every_head_like_pytorch() {
     let bad = gptlens(&["heads", "--model", &f32_model(), "--tokens", "999999"]);
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("out of range"));
 }
+
+/// `--ablate L.H,…` zeroes those heads for run, trace and generate: `trace`'s logits are
+/// transformers' with the same heads zeroed (tests/fixtures/heads/ablation.json).
+#[test]
+fn ablate_zeroes_heads_like_pytorch() {
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("heads/ablation.json")).unwrap()).unwrap();
+    let want = &expected["gpt2-tiny-f32"];
+    let tokens: Vec<String> = want["tokens"].as_array().unwrap().iter().map(|t| t.to_string()).collect();
+    let heads: Vec<String> = want["ablated"].as_array().unwrap().iter().map(|p| format!("{}.{}", p[0], p[1])).collect();
+    let dir = std::env::temp_dir().join(format!("gptlens-cli-ablate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ablated.safetensors");
+    let (tokens, heads) = (tokens.join(","), heads.join(","));
+    let args =
+        ["trace", "--model", &f32_model(), "--tokens", &tokens, "--hooks", "logits", "--ablate", &heads, "--out"];
+    stdout(&gptlens(&[&args[..], &[path.to_str().unwrap()]].concat()));
+    let bytes = std::fs::read(&path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let logits: Vec<f32> = st
+        .tensor("logits")
+        .unwrap()
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let want: Vec<f32> = serde_json::from_value(want["ablated_last_logits"].clone()).unwrap();
+    let last = &logits[logits.len() - want.len()..];
+    assert!(max_abs_diff(last, &want) <= 1e-4, "off by {}", max_abs_diff(last, &want));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let bad = gptlens(&["run", "--model", &f32_model(), "--tokens", "1", "--ablate", "9.9"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("head 9.9 does not exist"));
+}

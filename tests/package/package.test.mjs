@@ -393,3 +393,20 @@ test('head detectors: the default sequence and every head’s scores are PyTorch
   assert.throws(() => model.repeatedRandomTokens(-1), { name: 'RangeError' });
   assert.notDeepEqual([...model.repeatedRandomTokens(1)], [...tokens]);
 });
+
+test('session.setAblation zeroes heads like PyTorch; [] undoes it; bad heads are errors', () => {
+  const expected = JSON.parse(readFileSync(join(process.env.GPTLENS_FIXTURES, 'heads', 'ablation.json'), 'utf8'))['gpt2-tiny-f32'];
+  const session = model.session();
+  const close = (got, want) => Math.max(...want.map((w, i) => Math.abs(got[i] - w)));
+  session.setAblation(expected.ablated);
+  session.run(expected.tokens, []);
+  assert.ok(close(session.lastLogits(), expected.ablated_last_logits) <= 1e-4);
+  session.setAblation([]);
+  const clean = session.run(expected.tokens, []);
+  assert.equal(clean.computed, expected.tokens.length, 'a change of ablation recomputes everything');
+  assert.ok(close(session.lastLogits(), expected.clean_last_logits) <= 1e-4);
+  assert.throws(() => session.setAblation([[5, 0]]), /head 5\.0 does not exist/);
+  assert.throws(() => session.setAblation('0.1'), { name: 'TypeError' });
+  assert.throws(() => session.setAblation([[0, -1]]), { name: 'RangeError' });
+  session.free();
+});

@@ -272,6 +272,11 @@ export class WorkerSession {
     return this.connection.call('sessionReset', this.id);
   }
 
+  /** Zero-ablates these heads (`[layer, head]` pairs) in every run from now on; see Session.setAblation. */
+  async setAblation(heads: readonly (readonly [number, number])[]): Promise<void> {
+    return this.connection.call('sessionSetAblation', this.id, check.heads(heads));
+  }
+
   close(): Promise<void> {
     this.connection.closeSession.unregister(this);
     return this.connection.call('closeSession', this.id);

@@ -224,6 +224,15 @@ export class Session {
     this.raw.reset();
   }
 
+  /**
+   * Zero-ablates these heads (`[layer, head]` pairs) in every run from now on — their outputs
+   * are zeroed before the output projection, so later layers and the logits run without them;
+   * `[]` for none. A change empties the cache (the next run computes every position). CPU only.
+   */
+  setAblation(heads: readonly (readonly [number, number])[]): void {
+    this.raw.setAblation(check.heads(heads));
+  }
+
   /** Next-token logits after the last token, `[vocabSize]`. */
   lastLogits(): Float32Array {
     return this.raw.lastLogits();

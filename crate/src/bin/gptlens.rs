@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use gptlens::backend::{select, BackendChoice};
-use gptlens::instruments::{repeated_random_tokens, HeadScores};
+use gptlens::instruments::{repeated_random_tokens, Ablation, HeadScores};
 use gptlens::sample::{softmax_with_temperature, Sampler, SamplingParams};
 use gptlens::tokenizer::Tokenizer;
 use gptlens::{CaptureSpec, Checkpoint, Error, Hook, Result, Session};
@@ -130,11 +130,16 @@ struct Input {
     /// Token ids, comma-separated, e.g. 15496,11,995.
     #[arg(long, value_delimiter = ',')]
     tokens: Option<Vec<u32>>,
+    /// Zero-ablate these heads (layer.head, comma-separated, e.g. 1.0,2.3): their outputs are
+    /// zeroed before the output projection, so every later hook and the logits run without them.
+    #[arg(long)]
+    ablate: Option<String>,
 }
 
 struct Loaded {
     ckpt: Checkpoint,
     tokens: Vec<u32>,
+    ablation: Ablation,
 }
 
 impl Input {
@@ -145,7 +150,8 @@ impl Input {
             (Some(text), None) => ckpt.tokenizer()?.encode(text)?,
             (None, None) => return Err(Error::InvalidArgument("give --prompt or --tokens".into())),
         };
-        Ok(Loaded { ckpt, tokens })
+        let ablation = Ablation::parse(self.ablate.as_deref().unwrap_or(""), &ckpt.model.config)?;
+        Ok(Loaded { ckpt, tokens, ablation })
     }
 }
 
@@ -212,13 +218,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
     pool.install(|| execute(cli.command, cli.backend))
 }
 
-/// A session for the checkpoint on the chosen backend; says where it runs when that was a choice.
-fn session(ckpt: &Checkpoint, choice: BackendChoice) -> Result<Session> {
+/// A session for the checkpoint on the chosen backend, with `ablation`; says where it runs when
+/// that was a choice.
+fn session(ckpt: &Checkpoint, choice: BackendChoice, ablation: Ablation) -> Result<Session> {
     let selected = pollster::block_on(select(choice, &ckpt.model))?;
     if choice != BackendChoice::Cpu {
         notice(&format!("backend: {} ({})", selected.backend, selected.reason));
     }
-    Session::with_backend(ckpt.model.clone(), &selected.backend)
+    let mut session = Session::with_backend(ckpt.model.clone(), &selected.backend)?;
+    session.set_ablation(ablation)?;
+    Ok(session)
 }
 
 fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
@@ -237,9 +246,9 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             }
         }
         Command::Run { input, top, temperature, json } => {
-            let Loaded { ckpt, tokens } = input.load()?;
+            let Loaded { ckpt, tokens, ablation } = input.load()?;
             let tok = ckpt.tokenizer.as_ref();
-            let trace = session(&ckpt, backend)?.run(&tokens, &CaptureSpec::none())?;
+            let trace = session(&ckpt, backend, ablation)?.run(&tokens, &CaptureSpec::none())?;
             let probs = softmax_with_temperature(&trace.last_logits, temperature)?;
             let mut order: Vec<usize> = (0..probs.len()).collect();
             order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
@@ -286,7 +295,7 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             };
             let patterns: Vec<String> = (0..config.n_layer).map(|l| Hook::AttnPattern(l).to_string()).collect();
             let spec = CaptureSpec::from_names(&patterns, config)?;
-            let trace = session(&ckpt, backend)?.run(&tokens, &spec)?;
+            let trace = session(&ckpt, backend, Ablation::none())?.run(&tokens, &spec)?;
             let scores = HeadScores::from_trace(&trace, config)?;
             if json {
                 let mut value = serde_json::to_value(&scores).map_err(|e| Error::InvalidArgument(e.to_string()))?;
@@ -313,13 +322,13 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             }
         }
         Command::Trace { input, out, hooks } => {
-            let Loaded { ckpt, tokens } = input.load()?;
+            let Loaded { ckpt, tokens, ablation } = input.load()?;
             let config = &ckpt.model.config;
             let spec = match hooks {
                 Some(names) => CaptureSpec::from_names(&names, config)?,
                 None => CaptureSpec::all(config),
             };
-            let trace = session(&ckpt, backend)?.run(&tokens, &spec)?;
+            let trace = session(&ckpt, backend, ablation)?.run(&tokens, &spec)?;
             let bytes = trace.to_safetensors()?;
             // A failure here is a write error (a full disk, `--out /dev/full`), and says so.
             std::fs::write(&out, &bytes).map_err(|source| Error::Write { path: out.display().to_string(), source })?;
@@ -333,7 +342,7 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             );
         }
         Command::Generate { input, n, temperature, top_k, top_p, seed, stats } => {
-            let Loaded { ckpt, tokens } = input.load()?;
+            let Loaded { ckpt, tokens, ablation } = input.load()?;
             let tok = ckpt.tokenizer.as_ref();
             let mut sampler = Sampler::new(SamplingParams { temperature, top_k, top_p }, seed)?;
             let n_ctx = ckpt.model.config.n_ctx;
@@ -351,7 +360,7 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             if let Some(t) = tok {
                 printer.push(&mut stdout, &t.decode_bytes(&tokens)?).map_err(output_error)?;
             }
-            let mut session = session(&ckpt, backend)?;
+            let mut session = session(&ckpt, backend, ablation)?;
             let mut failed: Option<Failure> = None;
             // The first token is sampled right after the prompt's forward pass: that call marks
             // the end of prefill; each later one follows one decode step.

@@ -14,6 +14,7 @@ use js_sys::Promise;
 use wasm_bindgen::prelude::*;
 
 use super::{capture_spec, sampling_params, Trace};
+use crate::instruments::Ablation;
 use crate::sample::{Sampler, SamplingParams};
 
 #[wasm_bindgen]
@@ -142,6 +143,16 @@ impl Session {
     /// Every token in the cache, in order.
     pub fn tokens(&self) -> Result<Vec<u32>, JsError> {
         Ok(lock(&self.state)?.session.tokens().to_vec())
+    }
+
+    /// Zero-ablates these heads (`"layer.head"` each) in every run from now on; `[]` for none. A
+    /// change empties the cache. CPU sessions only (a WebGPU session accepts only `[]`).
+    #[wasm_bindgen(js_name = setAblation)]
+    pub fn set_ablation(&self, heads: Vec<String>) -> Result<(), JsError> {
+        let mut state = lock(&self.state)?;
+        let ablation = Ablation::parse(&heads.join(","), state.session.config())?;
+        state.session.set_ablation(ablation)?;
+        Ok(())
     }
 
     /// Back to the state of a new session: no tokens, sampling from seed 0.

@@ -5,6 +5,7 @@
 //! Prompts run in chunks of at most [`CHUNK`] tokens so that activation buffers have a fixed size
 //! whatever the prompt length; the KV cache carries everything earlier chunks computed.
 
+use crate::instruments::Ablation;
 use crate::kernels::activation::{gelu_mul, gelu_new, silu_mul};
 use crate::kernels::attention::{attend, HeadCache};
 use crate::kernels::matmul::{matmul, WeightRows};
@@ -218,6 +219,7 @@ pub(crate) fn forward_chunk(
     tokens: &[u32],
     pos0: usize,
     rec: &mut dyn Recorder,
+    ablation: &Ablation,
 ) {
     let Model { config: c, weights: w } = model;
     let (n, d, hd) = (tokens.len(), c.d_model, c.head_dim());
@@ -305,6 +307,12 @@ pub(crate) fn forward_chunk(
             for i in 0..n {
                 acts.att_out[i * q_dim + head * hd..i * q_dim + (head + 1) * hd]
                     .copy_from_slice(&acts.heads[(head * n + i) * hd..(head * n + i + 1) * hd]);
+            }
+        }
+        // Zero-ablated heads contribute nothing to the output projection (their pattern stays).
+        for head in ablation.in_layer(l) {
+            for i in 0..n {
+                acts.att_out[i * q_dim + head * hd..i * q_dim + (head + 1) * hd].fill(0.0);
             }
         }
         if rec.wants(Hook::AttnPattern(l)) {

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::formats::limits::CAPTURE_BUDGET;
 #[cfg(feature = "gpu")]
 use crate::gpu::{GpuPass, GPU_CHUNK};
+use crate::instruments::Ablation;
 use crate::kernels::pool::run_as_team;
 use crate::model::forward::{forward_chunk, Activations, KvCache, Recorder, CHUNK};
 use crate::model::{Config, Model};
@@ -28,6 +29,8 @@ pub struct Session {
     last_logits: Vec<f32>,
     /// Most bytes a run's capture may take ([`CAPTURE_BUDGET`] unless set).
     capture_budget: u64,
+    /// Heads zeroed in every run ([`Session::set_ablation`]).
+    ablation: Ablation,
 }
 
 /// Where the forward pass runs, with the state it keeps between runs.
@@ -51,6 +54,7 @@ impl Session {
             captures: Captures::default(),
             last_logits: vec![0.0; c.vocab_size],
             capture_budget: CAPTURE_BUDGET,
+            ablation: Ablation::none(),
             model,
         }
     }
@@ -102,6 +106,28 @@ impl Session {
 
     pub fn config(&self) -> &Config {
         &self.model.config
+    }
+
+    /// Zero-ablates `ablation`'s heads in every run from now on ([`crate::instruments`]). A
+    /// change empties the cache, so the next run computes every position with the new setting
+    /// (the same as a fresh session with it). On a GPU session only an empty ablation is
+    /// accepted: the GPU pass cannot zero heads yet.
+    pub fn set_ablation(&mut self, ablation: Ablation) -> Result<()> {
+        if self.backend_name() != "cpu" && !ablation.is_empty() {
+            return Err(Error::InvalidArgument(
+                "ablation runs on the CPU: the GPU pass cannot zero heads yet (use the CPU backend)".into(),
+            ));
+        }
+        if ablation != self.ablation {
+            self.reset();
+            self.ablation = ablation;
+        }
+        Ok(())
+    }
+
+    /// The heads this session zero-ablates.
+    pub fn ablation(&self) -> &Ablation {
+        &self.ablation
     }
 
     /// Forgets every cached token and captured value; buffers stay allocated.
@@ -294,13 +320,13 @@ impl Session {
         else {
             return;
         };
-        let (tokens, captures) = (&mut self.tokens, &mut self.captures);
+        let (tokens, captures, ablation) = (&mut self.tokens, &mut self.captures, &self.ablation);
         let mut last_chunk = 0;
         // On the thread pool, its workers spinning as one team for the pass's loops (`kernels::pool`).
         run_as_team(|| {
             for chunk in new.chunks(CHUNK) {
                 let pos0 = tokens.len();
-                forward_chunk(&model, acts, kv, chunk, pos0, captures);
+                forward_chunk(&model, acts, kv, chunk, pos0, captures, ablation);
                 tokens.extend_from_slice(chunk);
                 last_chunk = chunk.len();
             }

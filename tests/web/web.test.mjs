@@ -1303,6 +1303,48 @@ test('head finder: every head ranked by the weight the picked token gives a key;
   await page.close();
 });
 
+test('ablation: Ablate zeroes the open head, every view follows, the next token shows before → after as the package computes it; the address keeps it; Clear undoes it', async () => {
+  const page = await openPage({ prompt: PROMPT });
+  const clean = await candidates(page);
+  const grid = page.getByTestId('attention-grid');
+  for (const index of [1, 7]) {
+    await grid.locator('button.head').nth(index).click(); // L0 H1, then L1 H3
+    await page.getByTestId('ablate-head').click();
+  }
+  await page.getByTestId('ablated-heads').filter({ hasText: 'L0 H1, L1 H3' }).waitFor();
+  await page.locator('[data-testid=candidate] .candidate-prob', { hasText: '→' }).first().waitFor();
+  assert.equal(await grid.locator('button.head.ablated').count(), 2);
+  assert.equal(await page.getByTestId('ablate-head').getAttribute('aria-pressed'), 'true');
+  // The package's ablated session, on the same tokens.
+  const session = engine.session();
+  session.setAblation([[0, 1], [1, 3]]);
+  const trace = session.run(engine.encode(PROMPT), []);
+  const probs = trace.probs(engine.encode(PROMPT).length - 1, 1);
+  const ablated = await candidates(page);
+  assert.ok(ablated.every(({ id, prob }) => Math.abs(prob - probs[id]) <= 1e-6), 'the page’s probabilities are the ablated run’s');
+  assert.notDeepEqual(ablated.map(({ id }) => id), [], 'candidates shown');
+  const shown = (await page.locator('[data-testid=candidate] .candidate-prob').first().innerText()).split('\n').at(-1);
+  const cleanProb = clean.find(({ id }) => id === ablated[0].id)?.prob;
+  if (cleanProb !== undefined) assert.ok(shown.startsWith(`${(cleanProb * 100).toFixed(cleanProb >= 0.1 ? 1 : 2)}%`), `${shown} starts with the clean ${cleanProb}`);
+  trace.free();
+  session.free();
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('ablate') === '0.1,1.3');
+  // A link restores the ablation.
+  const copy = await browser.newPage({ viewport: SIZES.wide });
+  await copy.goto(page.url());
+  await copy.getByTestId('ablated-heads').filter({ hasText: 'L0 H1, L1 H3' }).waitFor({ timeout: 60_000 });
+  await copy.locator('[data-testid=candidate] .candidate-prob', { hasText: '→' }).first().waitFor();
+  assert.deepEqual((await candidates(copy)).map(({ id }) => id), ablated.map(({ id }) => id));
+  await copy.close();
+  // Clear: the clean run again.
+  await page.getByTestId('clear-ablation').click();
+  await page.waitForFunction(() => ![...document.querySelectorAll('[data-testid=candidate] .candidate-prob')].some((e) => e.textContent.includes('→')));
+  assert.deepEqual(await candidates(page), clean);
+  assert.equal(await grid.locator('button.head.ablated').count(), 0);
+  await page.screenshot({ path: `${shots}/ablation-cleared.png` });
+  await page.close();
+});
+
 test('no page of these tests broke the Content-Security-Policy', () => {
   assert.deepEqual(violations, []);
 });

@@ -1,6 +1,6 @@
 // The page's state in its address: model, prompt, picked token, open head and view, sampling
-// settings, colour scale, theme, backend, and the head detectors (source, highlighted kind, the head
-// finder's key). Every change replaces the history entry (a prompt
+// settings, colour scale, theme, backend, the head detectors (source, highlighted kind, the head
+// finder's key) and the ablated heads. Every change replaces the history entry (a prompt
 // being typed, at most every 300 ms), so the address is always a link to what is on screen, and
 // opening it restores that.
 import type { BackendChoice, SamplingParams } from 'gptlens';
@@ -10,7 +10,7 @@ import type { Theme } from './theme.ts';
 
 const VIEWS: DetailView[] = ['map', 'lines', 'row', 'table'];
 const SCALES: AttentionScale[] = ['rest', 'linear', 'sqrt'];
-const TRACKED: (keyof State)[] = ['model', 'prompt', 'query', 'head', 'detailView', 'normTable', 'sampling', 'attentionScale', 'theme', 'backend', 'detectors', 'highlight', 'finderKey'];
+const TRACKED: (keyof State)[] = ['model', 'prompt', 'query', 'head', 'detailView', 'normTable', 'sampling', 'attentionScale', 'theme', 'backend', 'detectors', 'highlight', 'finderKey', 'ablated'];
 /** `highlight=` spells each detector short. */
 const HIGHLIGHTS: Record<string, DetectorKind> = { prev: 'previousToken', first: 'firstToken', dup: 'duplicateToken', ind: 'induction' };
 
@@ -29,6 +29,7 @@ export interface AddressState {
   detectors: DetectorSource;
   highlight: DetectorKind | undefined;
   finderKey: number | undefined;
+  ablated: string[];
 }
 
 function integer(value: string | null, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
@@ -68,6 +69,7 @@ export function readAddress(params: URLSearchParams): AddressState {
     detectors: params.get('detect') === 'repeated' || params.get('detect') === 'prompt' ? (params.get('detect') as DetectorSource) : 'off',
     highlight: HIGHLIGHTS[params.get('highlight') ?? ''],
     finderKey: integer(params.get('key'), 0),
+    ablated: [...new Set((params.get('ablate') ?? '').split(',').filter((head) => /^\d{1,4}\.\d{1,4}$/.test(head)))].sort(),
   };
 }
 
@@ -92,6 +94,7 @@ export function addressOf(state: Readonly<State>, current: string): URL {
   put('detect', state.detectors === 'off' ? undefined : state.detectors);
   put('highlight', Object.entries(HIGHLIGHTS).find(([, kind]) => kind === state.highlight)?.[0]);
   put('key', state.finderKey);
+  put('ablate', state.ablated.length > 0 ? state.ablated.join(',') : undefined);
   return url;
 }
 

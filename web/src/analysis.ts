@@ -33,6 +33,8 @@ export interface Candidate {
   prob: number;
   /** Probability under the sampling settings (temperature, top-k, top-p, renormalised); undefined if filtered out. */
   sampled: number | undefined;
+  /** With heads ablated: the model's probability without the ablation. */
+  before?: number | undefined;
 }
 
 export interface NextToken {

@@ -154,6 +154,21 @@ export class Engine {
     }
   }
 
+  /** Zero-ablates these heads (`"layer.head"`) in the session's runs from now on. */
+  setAblation(heads: readonly string[]): Promise<void> {
+    return this.session.setAblation(heads.map((head) => head.split('.').map(Number) as [number, number]));
+  }
+
+  /** The next-token probabilities of `tokens` without any ablation: a run of its own, outside the session. */
+  async unablatedProbs(tokens: Uint32Array): Promise<Float32Array> {
+    const trace = await this.client.run(tokens, []);
+    try {
+      return await trace.probs(tokens.length - 1, 1);
+    } finally {
+      void trace.release();
+    }
+  }
+
   /** Draws the next token under `sampling` from the session's last run and appends it there. */
   sample(sampling: SamplingParams): Promise<number> {
     return this.session.sampleNext(sampling);

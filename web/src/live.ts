@@ -98,6 +98,8 @@ export class Live {
   /** A new model is loaded: the same prompt, run on it. */
   modelChanged(): void {
     this.clock.reset();
+    const { ablated } = this.store.state;
+    if (ablated.length > 0) void this.store.state.model?.engine.setAblation(ablated);
     this.tokens = new Uint32Array();
     this.trace = undefined;
     if (this.holdRerun) {
@@ -123,6 +125,20 @@ export class Live {
     try {
       const headScores = detectors === 'repeated' ? await engine.repeatedHeadScores() : await trace?.headScores();
       if (engine === this.engine && this.store.state.detectors === detectors) this.store.set({ headScores });
+    } catch (error) {
+      if (this.crashed(engine, error)) return;
+      this.store.set({ promptError: message(error) });
+    }
+  }
+
+  /** The ablated heads changed: the session runs without them from now on, and the prompt again. */
+  async ablationChanged(): Promise<void> {
+    const engine = this.engine;
+    if (!engine) return;
+    try {
+      await engine.setAblation(this.store.state.ablated);
+      this.tokens = new Uint32Array();
+      await this.runPrompt(this.store.state.prompt, undefined);
     } catch (error) {
       if (this.crashed(engine, error)) return;
       this.store.set({ promptError: message(error) });
@@ -259,6 +275,11 @@ export class Live {
     const { trace, analysis, forwardMs } = await engine.run(tokens);
     const predictStart = performance.now();
     const next = await engine.predict(trace, this.store.state.sampling);
+    // With heads ablated, each candidate also shows its probability without the ablation.
+    if (this.store.state.ablated.length > 0) {
+      const before = await engine.unablatedProbs(tokens);
+      for (const candidate of next.candidates) candidate.before = before[candidate.id];
+    }
     // Scored on the prompt: with the rest of the run, in the same redraw.
     const headScores = this.store.state.detectors === 'prompt' ? await trace.headScores() : this.store.state.headScores;
     const predictMs = performance.now() - predictStart;

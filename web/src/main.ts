@@ -62,6 +62,7 @@ const store = new Store({
   headScores: undefined,
   highlight: address.highlight,
   finderKey: undefined,
+  ablated: address.ablated,
 });
 
 const live = new Live(store);
@@ -79,7 +80,12 @@ const loader = new Loader(store, (model) => {
   const head = wanted && wanted.layer < nLayer && wanted.head < nHead ? wanted : { layer: 0, head: 0 };
   const { query, finderKey } = restore ?? {};
   restore = undefined;
-  store.set({ model, loading: undefined, analysis: undefined, next: undefined, headScores: undefined, finderKey, head, query, redraw: NO_REDRAWS });
+  // Ablated heads this model does not have are dropped.
+  const ablated = store.state.ablated.filter((name) => {
+    const [l, h] = name.split('.').map(Number);
+    return l! < nLayer && h! < nHead;
+  });
+  store.set({ model, loading: undefined, analysis: undefined, next: undefined, headScores: undefined, finderKey, ablated, head, query, redraw: NO_REDRAWS });
   live.modelChanged();
 }, threadsParameter());
 live.onCrash = (trap) => void loader.restart(trap);
@@ -110,7 +116,7 @@ mountBackendPicker(panel('model-picker'), store, loader);
 mountPrompt(panel('prompt-panel'), store, live);
 mountNextToken(panel('next-panel'), store, live);
 mountAttentionGrid(panel('grid-panel'), store, live);
-mountAttentionDetail(panel('detail-panel'), store);
+mountAttentionDetail(panel('detail-panel'), store, live);
 mountLayerNorm(panel('layernorm-panel'), store);
 mountDiagnostics(panel('diagnostics-panel'), store);
 mountAnnouncer(document.body, store);

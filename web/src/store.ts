@@ -79,6 +79,8 @@ export interface State {
   /** The head finder's key position: the grid ranks heads by the picked (else last) query's
    * weight on it. */
   finderKey: number | undefined;
+  /** Zero-ablated heads, `"layer.head"`, sorted: every view shows the run without them. */
+  ablated: readonly string[];
 }
 
 export type Listener = (state: Readonly<State>, changed: ReadonlySet<keyof State>) => void;

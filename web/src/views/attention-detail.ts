@@ -8,6 +8,7 @@ import { paintAttention, paintPooled } from '../attention-paint.ts';
 import { sequentialMap } from '../colormap.ts';
 import { formatPercent, h, onWidthChange, tokenText } from '../dom.ts';
 import { MatrixCanvas } from '../matrix-canvas.ts';
+import type { Live } from '../live.ts';
 import { downloadCanvas, downloadCsv, exportButton, howTo } from '../panel-tools.ts';
 import { touched, type DetailView, type State, type Store } from '../store.ts';
 import { hideTooltip, showTooltip } from '../tooltip.ts';
@@ -31,7 +32,7 @@ function sinkShare(pattern: Float32Array, t: number, head: number): number {
   return sum / (t - 1);
 }
 
-export function mountAttentionDetail(root: HTMLElement, store: Store): void {
+export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live): void {
   const title = h('h2', { id: 'detail-title' });
   const step = (delta: number) => {
     const info = store.state.model?.engine.info;
@@ -60,6 +61,20 @@ export function mountAttentionDetail(root: HTMLElement, store: Store): void {
     if (canvas) downloadCanvas(`gptlens-L${head.layer}H${head.head}.png`, canvas);
   });
   const csv = exportButton('CSV', 'Download this head’s weights as CSV (rows: queries, columns: keys)', () => exportCsv(store.state));
+  const ablate = h('button', {
+    type: 'button',
+    class: 'quiet',
+    'data-testid': 'ablate-head',
+    'aria-pressed': 'false',
+    title: 'Zero-ablate this head: its output is zeroed before the output projection, and every view shows the run without it (the next token shows before → after)',
+    onclick: () => {
+      const { layer, head } = store.state.head;
+      const name = `${layer}.${head}`;
+      const { ablated } = store.state;
+      store.set({ ablated: (ablated.includes(name) ? ablated.filter((n) => n !== name) : [...ablated, name]).sort() });
+      void live.ablationChanged();
+    },
+  }, 'Ablate');
   root.append(
     h(
       'header',
@@ -67,6 +82,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store): void {
       title,
       h('button', { type: 'button', class: 'quiet', 'aria-label': 'Previous head', onclick: () => step(-1) }, '‹'),
       h('button', { type: 'button', class: 'quiet', 'aria-label': 'Next head', onclick: () => step(1) }, '›'),
+      ablate,
       h('span', { class: 'spacer' }),
       tabs,
       zoomBar,
@@ -157,8 +173,9 @@ export function mountAttentionDetail(root: HTMLElement, store: Store): void {
   };
 
   onWidthChange(body, render);
-  store.subscribe((_, changed) => {
+  store.subscribe((state, changed) => {
     if (touched(changed, 'analysis', 'head', 'query', 'theme', 'attentionScale', 'model', 'detailView')) render();
+    if (touched(changed, 'head', 'ablated')) ablate.setAttribute('aria-pressed', String(state.ablated.includes(`${state.head.layer}.${state.head.head}`)));
   });
 }
 

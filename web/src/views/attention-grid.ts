@@ -187,6 +187,9 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       grid.style.setProperty('--query', String(state.query ?? 0));
       grid.style.setProperty('--tokens', String(t));
     }
+    if (touched(changed, 'ablated', 'model')) {
+      for (const cell of cells) cell.button.classList.toggle('ablated', state.ablated.includes(`${cell.layer}.${cell.head}`));
+    }
     if (touched(changed, 'head', 'model')) {
       for (const cell of cells) {
         const selected = cell.layer === state.head.layer && cell.head === state.head.head;

@@ -122,11 +122,28 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
   });
   finderKey.title = 'Rank every head by the weight the picked token (or the last) gives this key; Shift+click a cell of the map picks both';
   const finderQuery = h('span', { class: 'muted' });
+  const ablatedList = h('span', { class: 'muted', 'data-testid': 'ablated-heads' });
+  const clearAblation = h('button', {
+    type: 'button',
+    class: 'quiet',
+    'data-testid': 'clear-ablation',
+    onclick: () => {
+      store.set({ ablated: [] });
+      void live.ablationChanged();
+    },
+  }, 'Clear');
+  const ablationBar = h('div', { class: 'detector-bar', 'data-testid': 'ablation-bar' }, h('span', {}, 'Ablated: '), ablatedList, clearAblation);
+  const showAblated = (ablated: readonly string[]) => {
+    ablationBar.hidden = ablated.length === 0;
+    ablatedList.textContent = ablated.map((name) => `L${name.replace('.', ' H')}`).join(', ');
+  };
+  showAblated(store.state.ablated);
   const ranking = h('ol', { class: 'finder-ranking', 'data-testid': 'finder-ranking', 'aria-live': 'polite' });
   root.append(
     h('div', { class: 'detector-bar', 'data-testid': 'detector-bar' }, h('label', { class: 'inline-label' }, 'Head detectors ', source), ...buttons, status),
     details,
     h('div', { class: 'detector-bar' }, h('label', { class: 'inline-label' }, 'Head finder: ', finderQuery, ' reads ', finderKey), ranking),
+    ablationBar,
   );
 
   function fillFinder(analysis: Analysis | undefined, query: number | undefined, key: number | undefined): void {
@@ -180,6 +197,7 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
   store.subscribe((state, changed) => {
     if (touched(changed, 'analysis', 'query', 'finderKey')) fillFinder(state.analysis, state.query, state.finderKey);
     if (touched(changed, 'detectors')) source.value = state.detectors;
+    if (touched(changed, 'ablated')) showAblated(state.ablated);
     if (touched(changed, 'highlight')) {
       for (const [i, button] of buttons.entries()) button.setAttribute('aria-pressed', String(DETECTORS[i]!.kind === state.highlight));
     }

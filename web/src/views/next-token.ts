@@ -157,7 +157,12 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
             h('span', { class: 'bar', style: `width: ${(candidate.prob * 100).toFixed(2)}%` }),
             candidate.sampled === undefined ? null : h('span', { class: 'marker', style: `left: ${(candidate.sampled * 100).toFixed(2)}%` }),
           ),
-          h('span', { class: 'candidate-prob' }, h('span', { class: 'visually-hidden' }, ', model '), formatPercent(candidate.prob)),
+          h(
+            'span',
+            { class: 'candidate-prob', title: candidate.before === undefined ? undefined : 'without the ablation → with it' },
+            h('span', { class: 'visually-hidden' }, candidate.before === undefined ? ', model ' : ', model without the ablation, then with it '),
+            candidate.before === undefined ? formatPercent(candidate.prob) : `${formatPercent(candidate.before)} → ${formatPercent(candidate.prob)}`,
+          ),
           h(
             'span',
             { class: 'candidate-sampled' },

@@ -299,3 +299,37 @@ fn matrices_larger_than_a_binding_are_split() {
     let want = &reference["logits"].data;
     assert_close("last logits with split matrices", &split.last_logits, &want[want.len() - v..], 1e-4);
 }
+
+/// Zero-ablation on the GPU: transformers' logits with the heads zeroed (the same file as the
+/// CPU test), and every hook as the CPU's ablated run; a head past the kernel's mask is refused.
+#[test]
+fn ablated_heads_on_gpu_match_pytorch_and_the_cpu() {
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(common::fixture("heads/ablation.json")).unwrap()).unwrap();
+    for model in ["gpt2-tiny-f32", "llama-tiny", "gemma3-tiny"] {
+        let Some((checkpoint, mut gpu)) = gpu_session(model) else { return };
+        let config = &checkpoint.model.config;
+        let want = &expected[model];
+        let tokens: Vec<u32> = serde_json::from_value(want["tokens"].clone()).unwrap();
+        let heads: Vec<(usize, usize)> = serde_json::from_value(want["ablated"].clone()).unwrap();
+        let ablation = gptlens::instruments::Ablation::heads(heads, config).unwrap();
+        gpu.set_ablation(ablation.clone()).unwrap();
+        let all = gptlens::CaptureSpec::all(config);
+        let on_gpu = gpu.run(&tokens, &all).unwrap();
+        let logits: Vec<f32> = serde_json::from_value(want["ablated_last_logits"].clone()).unwrap();
+        let d = max_abs_diff(&on_gpu.last_logits, &logits);
+        assert!(d <= 1e-4, "{model}: GPU ablated logits off PyTorch's by {d:e}");
+        let mut cpu = Session::new(checkpoint.model.clone());
+        cpu.set_ablation(ablation).unwrap();
+        assert_traces_agree(&format!("{model} ablated, GPU vs CPU"), &on_gpu, &cpu.run(&tokens, &all).unwrap(), 1e-4);
+    }
+    // A model with more heads than the kernel's 32-bit mask: heads 32 and up stay on the CPU.
+    let config = Config { n_head: 40, n_kv_head: 40, d_model: 80, head_dim: 2, ..llama_long_context() };
+    let wide = Arc::new(Model { weights: Weights::random(&config, 5), config: config.clone() });
+    let Some(backend) = on_gpu(&wide) else { return };
+    let mut gpu = Session::with_backend(wide.clone(), &backend).unwrap();
+    gpu.set_ablation(gptlens::instruments::Ablation::heads([(1, 31)], &config).unwrap()).unwrap();
+    let e =
+        gpu.set_ablation(gptlens::instruments::Ablation::heads([(1, 32)], &config).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("head 1.32 cannot be ablated on the GPU"), "{e}");
+}

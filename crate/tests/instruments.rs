@@ -125,4 +125,9 @@ fn ablations_name_what_is_wrong() {
     assert!(message(Ablation::parse("1", config)).contains("`1` is not layer.head"));
     assert!(message(Ablation::parse("a.b", config)).contains("`a.b` is not layer.head"));
     assert!(Ablation::parse("", config).unwrap().is_empty());
+    // An ablation made for a larger model is checked again against the session's.
+    let larger = gptlens::model::Config { n_layer: 9, ..config.clone() };
+    let mut session = Session::new(checkpoint.model.clone());
+    let e = session.set_ablation(Ablation::heads([(5, 0)], &larger).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("head 5.0 does not exist"), "{e}");
 }

@@ -227,7 +227,8 @@ export class Session {
   /**
    * Zero-ablates these heads (`[layer, head]` pairs) in every run from now on — their outputs
    * are zeroed before the output projection, so later layers and the logits run without them;
-   * `[]` for none. A change empties the cache (the next run computes every position). CPU only.
+   * `[]` for none. A change empties the cache (the next run computes every position). On WebGPU,
+   * heads below 32 of a layer.
    */
   setAblation(heads: readonly (readonly [number, number])[]): void {
     this.raw.setAblation(check.heads(heads));

@@ -146,7 +146,7 @@ impl Session {
     }
 
     /// Zero-ablates these heads (`"layer.head"` each) in every run from now on; `[]` for none. A
-    /// change empties the cache. CPU sessions only (a WebGPU session accepts only `[]`).
+    /// change empties the cache. On WebGPU, heads below 32 of a layer.
     #[wasm_bindgen(js_name = setAblation)]
     pub fn set_ablation(&self, heads: Vec<String>) -> Result<(), JsError> {
         let mut state = lock(&self.state)?;

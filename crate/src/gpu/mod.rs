@@ -12,4 +12,4 @@ pub mod pass;
 pub mod weights;
 
 pub use device::{AdapterInfo, Gpu};
-pub use pass::{GpuModel, GpuPass, KernelTime, GPU_CHUNK};
+pub use pass::{GpuModel, GpuPass, KernelTime, GPU_CHUNK, MAX_GPU_ABLATED_HEAD};

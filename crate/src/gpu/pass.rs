@@ -14,12 +14,15 @@ use crate::error::{Error, Result};
 use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::weights::{GpuLinear, GpuMatrix, GpuNorm, GpuWeights};
 use crate::gpu::Gpu;
+use crate::instruments::Ablation;
 use crate::kernels::rope;
 use crate::model::{Config, Mlp, Model, RopePairing};
 use crate::trace::{Hook, NormSite};
 
 /// Tokens per GPU pass: a prompt of up to this many new tokens is one command encoder.
 pub const GPU_CHUNK: usize = 256;
+/// The attention kernel takes each layer's ablated heads as a 32-bit mask.
+pub const MAX_GPU_ABLATED_HEAD: usize = 32;
 
 /// A model resident on a device: weights and compiled kernels, shared by its sessions.
 pub struct GpuModel {
@@ -466,8 +469,15 @@ enum Act2 {
 
 impl GpuPass {
     /// Runs `tokens` (at most [`GPU_CHUNK`]) at positions `pos0..`, extending the KV cache, and
-    /// reads back the last logits and the hooks `wants` asks for.
-    pub async fn forward(&mut self, tokens: &[u32], pos0: usize, wants: &dyn Fn(Hook) -> bool) -> Result<PassOutput> {
+    /// reads back the last logits and the hooks `wants` asks for. `ablation`'s heads (below
+    /// [`MAX_GPU_ABLATED_HEAD`]) are zeroed as on the CPU.
+    pub async fn forward(
+        &mut self,
+        tokens: &[u32],
+        pos0: usize,
+        wants: &dyn Fn(Hook) -> bool,
+        ablation: &Ablation,
+    ) -> Result<PassOutput> {
         let gm = Arc::clone(&self.model);
         let c: &Config = &gm.model.config;
         let n = tokens.len();
@@ -613,6 +623,7 @@ impl GpuPass {
                         (region.unwrap_or(0) * per_layer) as u32,
                         c.sliding_window.filter(|_| !c.is_global_layer(layer)).map_or(0, |w| w.size as u32),
                         c.score_divisor().to_bits(),
+                        ablation.in_layer(layer).fold(0u32, |mask, head| mask | 1 << head),
                     ];
                     (words, Some((c.n_head as u32, n as u32, 1)))
                 }

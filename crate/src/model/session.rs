@@ -110,13 +110,19 @@ impl Session {
 
     /// Zero-ablates `ablation`'s heads in every run from now on ([`crate::instruments`]). A
     /// change empties the cache, so the next run computes every position with the new setting
-    /// (the same as a fresh session with it). On a GPU session only an empty ablation is
-    /// accepted: the GPU pass cannot zero heads yet.
+    /// (the same as a fresh session with it). The GPU pass zeroes heads below 32 of each layer
+    /// (a bit mask); others are refused there.
     pub fn set_ablation(&mut self, ablation: Ablation) -> Result<()> {
-        if self.backend_name() != "cpu" && !ablation.is_empty() {
-            return Err(Error::InvalidArgument(
-                "ablation runs on the CPU: the GPU pass cannot zero heads yet (use the CPU backend)".into(),
-            ));
+        // An ablation made for another model could name heads this one lacks.
+        let ablation = Ablation::heads(ablation.iter(), self.config())?;
+        #[cfg(feature = "gpu")]
+        if let (Engine::Gpu(_), Some((layer, head))) =
+            (&self.engine, ablation.iter().find(|&(_, h)| h >= crate::gpu::MAX_GPU_ABLATED_HEAD))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "head {layer}.{head} cannot be ablated on the GPU (heads below {} can); use the CPU backend",
+                crate::gpu::MAX_GPU_ABLATED_HEAD
+            )));
         }
         if ablation != self.ablation {
             self.reset();
@@ -299,7 +305,7 @@ impl Session {
             // A GPU pass takes up to GPU_CHUNK tokens in one command encoder.
             for chunk in new.chunks(GPU_CHUNK) {
                 let spec = &self.captures.spec;
-                let out = pass.forward(chunk, self.tokens.len(), &|hook| spec.contains(hook)).await?;
+                let out = pass.forward(chunk, self.tokens.len(), &|hook| spec.contains(hook), &self.ablation).await?;
                 for (hook, values) in out.hooks {
                     self.captures.append(hook, &values);
                 }

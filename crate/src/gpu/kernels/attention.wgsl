@@ -19,6 +19,7 @@ struct Params {
     pattern_at: u32,   // this layer's chunk region in `pattern`
     window: u32,       // keys a query reads on a sliding-window layer; 0: all
     divisor: f32,      // scores are q·k / divisor
+    ablated: u32,      // bit h set: head h is zero-ablated (its output is 0; its pattern stays)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -126,7 +127,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     for (var c = 0u; c < 4u; c++) {
         let dim = tid + c * THREADS;
         if (dim < p.head_dim) {
-            out[t * p.q_dim + h * p.head_dim + dim] = acc[c];
+            out[t * p.q_dim + h * p.head_dim + dim] = select(acc[c], 0.0, ((p.ablated >> h) & 1u) == 1u);
         }
     }
 }

@@ -1,6 +1,6 @@
 # Sourced by the fetch-*.sh scripts after they set FETCHER (their name, for messages): Python
-# (which pip and the checksums need) or a quiet exit that lets the tests skip, `say`, and
-# `sha256_of FILE`.
+# (which pip and the checksums need) or a quiet exit that lets the tests skip; `say`, `sha256_of FILE`,
+# `present_and_verified FILE` and `install_verified`.
 PYTHON=${PYTHON:-python3}
 
 say() { echo "$FETCHER: $*" >&2; }
@@ -22,6 +22,18 @@ fi
 # `install_verified PARTIAL DEST SHA256`: moves the extracted file into place only when its
 # checksum is right (so an interrupted or corrupt download never looks complete); otherwise
 # removes it, says why and exits 0 (the tests that need it skip).
+# Whether $1 is here with sha256 $SHA256 (then said, and nothing needs fetching); a file with
+# another sha256 is said to be fetched again.
+present_and_verified() {
+  [ -f "$1" ] || return 1
+  if [ "$(sha256_of "$1")" = "$SHA256" ]; then
+    say "$1 is present and verified"
+    return 0
+  fi
+  say "$1 has the wrong sha256 (corrupt or partial): fetching it again"
+  return 1
+}
+
 install_verified() {
   local got
   got=$(sha256_of "$1")

@@ -23,12 +23,8 @@ FETCHER=fetch-gemma
 # shellcheck source=scripts/fetch-common.sh
 source scripts/fetch-common.sh
 
-if [ -f "$DEST" ] && [ -f "$TERMS" ] && [ -f "$LICENSE_NOTE" ]; then
-  if [ "$(sha256_of "$DEST")" = "$SHA256" ]; then
-    say "$DEST is present and verified"
-    exit 0
-  fi
-  say "$DEST has the wrong sha256 (corrupt or partial): fetching it again"
+if [ -f "$TERMS" ] && [ -f "$LICENSE_NOTE" ] && present_and_verified "$DEST"; then
+  exit 0
 fi
 
 tmp=$(mktemp -d)

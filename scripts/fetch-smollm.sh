@@ -16,12 +16,8 @@ FETCHER=fetch-smollm
 # shellcheck source=scripts/fetch-common.sh
 source scripts/fetch-common.sh
 
-if [ -f "$DEST" ]; then
-  if [ "$(sha256_of "$DEST")" = "$SHA256" ]; then
-    say "$DEST is present and verified"
-    exit 0
-  fi
-  say "$DEST has the wrong sha256 (corrupt or partial): fetching it again"
+if present_and_verified "$DEST"; then
+  exit 0
 fi
 
 tmp=$(mktemp -d)

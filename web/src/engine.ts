@@ -156,7 +156,7 @@ export class Engine {
 
   /** Zero-ablates these heads (`"layer.head"`) in the session's runs from now on. */
   setAblation(heads: readonly string[]): Promise<void> {
-    return this.session.setAblation(heads.map((head) => head.split('.').map(Number) as [number, number]));
+    return this.session.setAblation(heads.map((name) => name.split('.').map(Number) as [number, number]));
   }
 
   /** The next-token probabilities of `tokens` without any ablation: a run of its own, outside the session. */

@@ -108,13 +108,13 @@ export function capture(value: unknown, name = 'capture'): HookName[] | undefine
   return [...value] as HookName[];
 }
 
-/** Heads as `[layer, head]` pairs of integers ≥ 0, spelled `"layer.head"` for the engine (which checks they exist). */
-export function heads(value: unknown, name = 'heads'): string[] {
+/** Heads as `[layer, head]` pairs of integers ≥ 0 (the engine checks that they exist). */
+export function heads(value: unknown, name = 'heads'): [number, number][] {
   if (!Array.isArray(value)) throw new TypeError(`${name} must be an array of [layer, head] pairs, not ${show(value)}`);
   return value.map((pair: unknown, i) => {
     if (!Array.isArray(pair) || pair.length !== 2) throw new TypeError(`${name}[${i}] must be a [layer, head] pair, not ${show(pair)}`);
     const [layer, head] = pair.map((n: unknown, j) => integer(n, `${name}[${i}][${j}]`, 0, 1024, '[0, 1024)'));
-    return `${layer}.${head}`;
+    return [layer!, head!];
   });
 }
 

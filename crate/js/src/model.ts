@@ -231,7 +231,7 @@ export class Session {
    * heads below 32 of a layer.
    */
   setAblation(heads: readonly (readonly [number, number])[]): void {
-    this.raw.setAblation(check.heads(heads));
+    this.raw.setAblation(check.heads(heads).map(([layer, head]) => `${layer}.${head}`));
   }
 
   /** Next-token logits after the last token, `[vocabSize]`. */

@@ -183,7 +183,7 @@ impl Model {
     /// seeded generator, then the same ids again.
     #[wasm_bindgen(js_name = repeatedRandomTokens)]
     pub fn repeated_random_tokens(&self, seed: f64) -> Result<Vec<u32>, JsError> {
-        Ok(repeated_random_tokens(&self.checkpoint.model.config, whole_number(seed)?))
+        Ok(repeated_random_tokens(&self.checkpoint.model.config, whole_number(seed, "seed")?))
     }
 
     /// Sessions made from now on run on the CPU (the GPU's copy is freed with its last session).
@@ -233,15 +233,8 @@ impl GgufLoader {
     /// For a file of `fileBytes` bytes (its Content-Length or `File.size`).
     #[wasm_bindgen(constructor)]
     pub fn new(#[wasm_bindgen(js_name = fileBytes)] file_bytes: f64) -> Result<GgufLoader, JsError> {
-        // Whole numbers up to 2^53 are exact in a JS number.
-        if !(file_bytes.is_finite()
-            && file_bytes >= 0.0
-            && file_bytes.fract() == 0.0
-            && file_bytes <= 9.007_199_254_740_992e15)
-        {
-            return Err(JsError::new(&format!("fileBytes must be a whole number of bytes, not {file_bytes}")));
-        }
-        Ok(GgufLoader { stream: Some(GgufStream::new(file_bytes as u64, &LoadOptions::default())?) })
+        let file_bytes = whole_number(file_bytes, "fileBytes")?;
+        Ok(GgufLoader { stream: Some(GgufStream::new(file_bytes, &LoadOptions::default())?) })
     }
 
     /// The file's next bytes. After an error (not GGUF, a bad header, too large, more bytes than

@@ -58,7 +58,9 @@ impl State {
                 sampler.set_params(params)?;
                 sampler
             }
-            (slot, seed) => slot.insert(Sampler::new(params, seed.map_or(Ok(DEFAULT_SEED), whole_number)?)?),
+            (slot, seed) => {
+                slot.insert(Sampler::new(params, seed.map_or(Ok(DEFAULT_SEED), |s| whole_number(s, "seed"))?)?)
+            }
         })
     }
 }
@@ -199,11 +201,11 @@ fn promise(work: impl Future<Output = Result<JsValue, JsError>> + 'static) -> Pr
 }
 
 /// A JS number that must be an integer JS can represent exactly (0 ..= 2^53 − 1).
-pub(super) fn whole_number(seed: f64) -> Result<u64, JsError> {
+pub(super) fn whole_number(value: f64, what: &str) -> Result<u64, JsError> {
     const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
-    if seed.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER).contains(&seed) {
-        Ok(seed as u64)
+    if value.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER).contains(&value) {
+        Ok(value as u64)
     } else {
-        Err(JsError::new(&format!("seed {seed} must be a whole number from 0 to 2^53 − 1")))
+        Err(JsError::new(&format!("{what} {value} must be a whole number from 0 to 2^53 − 1")))
     }
 }

@@ -13,7 +13,7 @@ import { cssVar, formatPercent, h, tokenText } from '../dom.ts';
 import { downloadCanvas, exportButton, howTo, rovingFocus, setRovingStop } from '../panel-tools.ts';
 import { touched, type State, type Store } from '../store.ts';
 import type { Live } from '../live.ts';
-import { DETECTORS, DETECTOR_THRESHOLD, FINDER_SHOWN, finderRanking, mountHeadDetectors, strongestDetector } from './head-detectors.ts';
+import { DETECTOR_THRESHOLD, FINDER_SHOWN, finderRanking, mountHeadDetectors, strongestDetector } from './head-detectors.ts';
 import { colorbar, scaleNote } from './legend.ts';
 
 /** Largest thumbnail side in canvas pixels; longer prompts are max-pooled down to it. */
@@ -170,7 +170,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       for (const cell of cells) {
         const strongest = headScores && strongestDetector(headScores, cell.layer, cell.head);
         const finder = rank.get(`${cell.layer}.${cell.head}`);
-        cell.badge.textContent = found ? (finder === undefined ? '' : formatPercent(finder)) : strongest ? DETECTORS.find(({ kind }) => kind === strongest.kind)!.short : '';
+        cell.badge.textContent = found ? (finder === undefined ? '' : formatPercent(finder)) : (strongest?.detector.short ?? '');
         cell.badge.hidden = cell.badge.textContent === '';
         const lit = found ? finder !== undefined : headScores !== undefined && highlight !== undefined && (headScores[highlight][cell.layer]?.[cell.head] ?? 0) >= DETECTOR_THRESHOLD;
         cell.button.classList.toggle('lit', lit);
@@ -206,8 +206,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
   function describeCells({ analysis, query, headScores }: Readonly<State>): void {
     for (const cell of cells) {
       const strongest = headScores && strongestDetector(headScores, cell.layer, cell.head);
-      const kind = strongest && DETECTORS.find(({ kind }) => kind === strongest.kind)!.label.toLowerCase();
-      const name = `Layer ${cell.layer} head ${cell.head}${strongest ? ` (${kind} head, ${strongest.score.toFixed(2)})` : ''}`;
+      const name = `Layer ${cell.layer} head ${cell.head}${strongest ? ` (${strongest.detector.label.toLowerCase()} head, ${strongest.score.toFixed(2)})` : ''}`;
       const pattern = analysis?.attention[cell.layer];
       if (!analysis || !pattern) {
         cell.button.setAttribute('aria-label', name);

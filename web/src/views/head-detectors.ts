@@ -19,12 +19,14 @@ export const DETECTORS: readonly { kind: DetectorKind; label: string; short: str
   { kind: 'induction', label: 'Induction', short: 'ind', about: 'mean weight a repeated token gives the token that followed its earlier copy' },
 ];
 
+type Detector = (typeof DETECTORS)[number];
+
 /** The detector a head scores highest on, when that score reaches the threshold. */
-export function strongestDetector(scores: HeadScores, layer: number, head: number): { kind: DetectorKind; score: number } | undefined {
-  let best: { kind: DetectorKind; score: number } | undefined;
-  for (const { kind } of DETECTORS) {
-    const score = scores[kind][layer]?.[head] ?? 0;
-    if (score >= DETECTOR_THRESHOLD && (!best || score > best.score)) best = { kind, score };
+export function strongestDetector(scores: HeadScores, layer: number, head: number): { detector: Detector; score: number } | undefined {
+  let best: { detector: Detector; score: number } | undefined;
+  for (const detector of DETECTORS) {
+    const score = scores[detector.kind][layer]?.[head] ?? 0;
+    if (score >= DETECTOR_THRESHOLD && (!best || score > best.score)) best = { detector, score };
   }
   return best;
 }

@@ -26,7 +26,7 @@ fn bench(c: &mut Criterion) {
     let model = gpt2_small();
     let mut group = c.benchmark_group("gpt2-small");
     group.sample_size(10).measurement_time(Duration::from_secs(15)).warm_up_time(Duration::from_secs(2));
-    for (label, spec) in [("capture-off", CaptureSpec::none()), ("capture-all", CaptureSpec::all(&model.config))] {
+    for (label, spec) in [("capture-off", CaptureSpec::none()), ("capture-all", CaptureSpec::standard(&model.config))] {
         let mut session = Session::new(model.clone());
         let tokens = prompt();
         group.throughput(Throughput::Elements(PROMPT as u64));

@@ -10,6 +10,16 @@
 //! | `blocks.{l}.hook_resid_post.norm`     | `[T]`        | L2 norm of the residual after block l   |
 //! | `logits`                              | `[T, V]`     | unnormalised next-token scores          |
 //!
+//! Recorded only when named (large):
+//!
+//! | hook                                  | shape             | value                              |
+//! |---------------------------------------|-------------------|------------------------------------|
+//! | `blocks.{l}.hook_resid_pre` / `_mid` / `_post` | `[T, d]` | residual before the block / after attention / after the MLP |
+//! | `blocks.{l}.attn.hook_z`              | `[T, H, d_head]`  | each head's weighted values        |
+//! | `blocks.{l}.attn.hook_result`         | `[T, H, d]`       | each head through its rows of W_O, no bias |
+//! | `blocks.{l}.hook_mlp_out`             | `[T, d]`          | what the MLP adds to the residual  |
+//! | `lens.logits`                         | `[L + 1, T, V]`   | final norm + unembedding of each `hook_resid_pre` and the last `hook_resid_post` |
+//!
 //! A [`CaptureSpec`] is checked against the model before the forward pass runs, so a typo in a hook
 //! name is an error up front, and an empty spec means the forward pass does no capture work at all.
 
@@ -31,13 +41,31 @@ pub enum NormSite {
     Final,
 }
 
-/// One capturable tensor.
+/// One capturable tensor. Everything about a hook kind is declared here, once: its name
+/// ([`fmt::Display`]), whether a run records it unasked ([`Hook::standard`]), and how its values
+/// are kept per position ([`Hook::layout`], from which its shape and stored size follow). The
+/// forward pass reads the activation at one capture point per hook (`model::forward`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Hook {
-    AttnPattern(usize),
+    /// The residual stream entering block `l` (embeddings for `l = 0`), `[T, d_model]`.
+    ResidPre(usize),
     NormScale(NormSite),
     NormMean(NormSite),
+    AttnPattern(usize),
+    /// Each head's attention-weighted values, before the output projection, `[T, n_head, d_head]`.
+    AttnZ(usize),
+    /// Each head's output through its columns of `W_O`, without the bias, `[T, n_head, d_model]`.
+    AttnResult(usize),
+    /// The residual after attention joined it, `[T, d_model]`.
+    ResidMid(usize),
+    /// What the MLP adds to the residual (after Gemma's post-norm), `[T, d_model]`.
+    MlpOut(usize),
+    /// The residual leaving block `l`, `[T, d_model]`.
+    ResidPost(usize),
     ResidPostNorm(usize),
+    /// The logit lens: the final norm and the unembedding applied to every layer's `hook_resid_pre`
+    /// and to the last `hook_resid_post`, `[n_layer + 1, T, V]`; index `n_layer` is `logits`.
+    LensLogits,
     Logits,
 }
 
@@ -49,19 +77,50 @@ impl fmt::Display for Hook {
             NormSite::Final => "ln_final".to_string(),
         };
         match self {
-            Hook::AttnPattern(l) => write!(f, "blocks.{l}.attn.hook_pattern"),
+            Hook::ResidPre(l) => write!(f, "blocks.{l}.hook_resid_pre"),
             Hook::NormScale(s) => write!(f, "{}.hook_scale", site(s)),
             Hook::NormMean(s) => write!(f, "{}.hook_mean", site(s)),
+            Hook::AttnPattern(l) => write!(f, "blocks.{l}.attn.hook_pattern"),
+            Hook::AttnZ(l) => write!(f, "blocks.{l}.attn.hook_z"),
+            Hook::AttnResult(l) => write!(f, "blocks.{l}.attn.hook_result"),
+            Hook::ResidMid(l) => write!(f, "blocks.{l}.hook_resid_mid"),
+            Hook::MlpOut(l) => write!(f, "blocks.{l}.hook_mlp_out"),
+            Hook::ResidPost(l) => write!(f, "blocks.{l}.hook_resid_post"),
             Hook::ResidPostNorm(l) => write!(f, "blocks.{l}.hook_resid_post.norm"),
+            Hook::LensLogits => write!(f, "lens.logits"),
             Hook::Logits => write!(f, "logits"),
         }
     }
 }
 
+/// How a hook's values are kept for each position, so that a session can append a run's
+/// positions and truncate to a shared prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// `parts` rows of `width` values per position (most hooks: one part). The tensor is
+    /// `[T, width]` with `width` split into the hook's inner dimensions, or with several parts
+    /// `[parts, T, width]`.
+    Rows { parts: usize, width: usize },
+    /// Attention rows: position `p` keeps `heads` rows of its `p + 1` probabilities; the tensor is
+    /// `[heads, T, T]`, zero above the diagonal.
+    Triangle { heads: usize },
+}
+
+impl Layout {
+    /// Floats one part keeps for `positions` positions; `None` on overflow.
+    pub fn part_len(&self, positions: usize) -> Option<usize> {
+        match *self {
+            Layout::Rows { width, .. } => width.checked_mul(positions),
+            Layout::Triangle { heads } => heads.checked_mul(positions.checked_mul(positions + 1)? / 2),
+        }
+    }
+}
+
 impl Hook {
-    /// Every hook a model with this config offers, in a stable order (layer by layer).
-    /// RMSNorm models (LLaMA) have no `hook_mean`: their norm does not subtract one.
-    pub fn all(config: &Config) -> Vec<Hook> {
+    /// The hooks a run records when none are named (the page's live views and `gptlens trace`'s
+    /// default), in a stable order, layer by layer. RMSNorm models (LLaMA) have no `hook_mean`:
+    /// their norm does not subtract one.
+    pub fn standard(config: &Config) -> Vec<Hook> {
         let with_mean = config.arch.norm_has_mean();
         let mut hooks = Vec::new();
         let norm = |hooks: &mut Vec<Hook>, site| {
@@ -81,21 +140,67 @@ impl Hook {
         hooks
     }
 
+    /// Every hook a model with this config offers: the standard set, then the activations
+    /// recorded only when asked for (they are large: `hook_result` is `d_model` wide per head,
+    /// `lens.logits` a vocabulary per layer and position).
+    pub fn offered(config: &Config) -> Vec<Hook> {
+        let mut hooks = Hook::standard(config);
+        for l in 0..config.n_layer {
+            hooks.extend([
+                Hook::ResidPre(l),
+                Hook::AttnZ(l),
+                Hook::AttnResult(l),
+                Hook::ResidMid(l),
+                Hook::MlpOut(l),
+                Hook::ResidPost(l),
+            ]);
+        }
+        hooks.push(Hook::LensLogits);
+        hooks
+    }
+
     /// Parses a TransformerLens-style name, accepting only hooks that exist in this model.
     pub fn parse(name: &str, config: &Config) -> Result<Hook> {
-        Hook::all(config)
+        Hook::offered(config)
             .into_iter()
             .find(|h| h.to_string() == name)
             .ok_or_else(|| Error::UnknownHook { name: name.to_string() })
     }
 
-    /// The shape of this hook's tensor for a run of `t` tokens.
-    pub fn shape(&self, config: &Config, t: usize) -> Vec<usize> {
+    pub fn layout(&self, c: &Config) -> Layout {
+        let rows = |width| Layout::Rows { parts: 1, width };
         match self {
-            Hook::AttnPattern(_) => vec![config.n_head, t, t],
-            Hook::Logits => vec![t, config.vocab_size],
-            Hook::NormScale(_) | Hook::NormMean(_) | Hook::ResidPostNorm(_) => vec![t],
+            Hook::AttnPattern(_) => Layout::Triangle { heads: c.n_head },
+            Hook::NormScale(_) | Hook::NormMean(_) | Hook::ResidPostNorm(_) => rows(1),
+            Hook::ResidPre(_) | Hook::ResidMid(_) | Hook::MlpOut(_) | Hook::ResidPost(_) => rows(c.d_model),
+            Hook::AttnZ(_) => rows(c.q_dim()),
+            Hook::AttnResult(_) => rows(c.n_head.saturating_mul(c.d_model)),
+            Hook::Logits => rows(c.vocab_size),
+            Hook::LensLogits => Layout::Rows { parts: c.n_layer + 1, width: c.vocab_size },
         }
+    }
+
+    /// The shape of this hook's tensor for a run of `t` tokens.
+    pub fn shape(&self, c: &Config, t: usize) -> Vec<usize> {
+        match self {
+            Hook::AttnPattern(_) => vec![c.n_head, t, t],
+            Hook::NormScale(_) | Hook::NormMean(_) | Hook::ResidPostNorm(_) => vec![t],
+            Hook::ResidPre(_) | Hook::ResidMid(_) | Hook::MlpOut(_) | Hook::ResidPost(_) => vec![t, c.d_model],
+            Hook::AttnZ(_) => vec![t, c.n_head, c.head_dim()],
+            Hook::AttnResult(_) => vec![t, c.n_head, c.d_model],
+            Hook::Logits => vec![t, c.vocab_size],
+            Hook::LensLogits => vec![c.n_layer + 1, t, c.vocab_size],
+        }
+    }
+
+    /// Floats kept for `positions` positions (all parts together); `None` on overflow.
+    pub fn stored_len(&self, c: &Config, positions: usize) -> Option<usize> {
+        let layout = self.layout(c);
+        let parts = match layout {
+            Layout::Rows { parts, .. } => parts,
+            Layout::Triangle { .. } => 1,
+        };
+        layout.part_len(positions)?.checked_mul(parts)
     }
 }
 
@@ -110,8 +215,9 @@ impl CaptureSpec {
         Self::default()
     }
 
-    pub fn all(config: &Config) -> Self {
-        Self { hooks: Hook::all(config).into_iter().collect() }
+    /// The standard set ([`Hook::standard`]).
+    pub fn standard(config: &Config) -> Self {
+        Self { hooks: Hook::standard(config).into_iter().collect() }
     }
 
     /// A spec from hook names, each validated against the model.

@@ -72,7 +72,7 @@ fn a_run_without_capture_allocates_only_its_result() {
     assert!(plain <= result + 16 * 1024, "{plain} bytes for a {result}-byte result");
 
     session.reset();
-    let all = CaptureSpec::all(&model.config);
+    let all = CaptureSpec::standard(&model.config);
     let captured = bytes_allocated_by(|| drop(session.run(&tokens, &all).unwrap()));
     // Capturing every hook stores, among others, all logits [T, V] and patterns [H, T, T].
     assert!(captured > 4 * t * v, "capturing everything should allocate the captures ({captured} bytes)");

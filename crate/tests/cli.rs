@@ -372,7 +372,7 @@ fn a_model_with_an_unreadable_tokenizer_runs_on_ids() {
 #[test]
 fn heads_scores_every_head_like_pytorch() {
     let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixture("heads/heads.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fixture("instruments/heads.json")).unwrap()).unwrap();
     for model in ["gpt2-tiny-f32", "llama-tiny"] {
         let path = fixture(model).display().to_string();
         let v: serde_json::Value =
@@ -403,11 +403,11 @@ fn heads_scores_every_head_like_pytorch() {
 }
 
 /// `--ablate L.H,…` zeroes those heads for run, trace and generate: `trace`'s logits are
-/// transformers' with the same heads zeroed (tests/fixtures/heads/ablation.json).
+/// transformers' with the same heads zeroed (tests/fixtures/instruments/ablation.json).
 #[test]
 fn ablate_zeroes_heads_like_pytorch() {
     let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixture("heads/ablation.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fixture("instruments/ablation.json")).unwrap()).unwrap();
     let want = &expected["gpt2-tiny-f32"];
     let tokens: Vec<String> = want["tokens"].as_array().unwrap().iter().map(|t| t.to_string()).collect();
     let heads: Vec<String> = want["ablated"].as_array().unwrap().iter().map(|p| format!("{}.{}", p[0], p[1])).collect();
@@ -433,4 +433,70 @@ fn ablate_zeroes_heads_like_pytorch() {
     std::fs::remove_dir_all(&dir).unwrap();
     let bad = gptlens(&["run", "--model", &f32_model(), "--tokens", "1", "--ablate", "9.9"]);
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("head 9.9 does not exist"));
+}
+
+/// `gptlens patch --json` gives PyTorch's scores (tests/fixtures/instruments/patching.json) on
+/// every fixture; `lens` and `attribute` run on every fixture (attribution's sum holds; Gemma is
+/// refused by name); prompts of different lengths and multi-token answers are errors that say so.
+#[test]
+fn patch_lens_and_attribute_work_on_every_fixture() {
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("instruments/patching.json")).unwrap()).unwrap();
+    let join =
+        |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
+    for model in ["gpt2-tiny-f32", "llama-tiny", "qwen2-tiny", "gemma3-tiny"] {
+        let path = fixture(model).display().to_string();
+        let want = &expected[model]["patching"];
+        let (clean, corrupt) = (join(&want["clean"]), join(&want["corrupt"]));
+        let (answer, wrong) = (want["answer"].to_string(), want["wrong"].to_string());
+        let args = ["patch", "--model", &path, "--clean-tokens", &clean, "--corrupt-tokens", &corrupt];
+        let out = stdout(&gptlens(&[&args[..], &["--answer", &answer, "--wrong", &wrong, "--json"]].concat()));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let tolerance = 3e-4 / (want["clean_diff"].as_f64().unwrap() - want["corrupt_diff"].as_f64().unwrap()).abs();
+        for key in ["resid_pre", "heads"] {
+            let flat = |x: &serde_json::Value| -> Vec<f64> {
+                x.as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|r| r.as_array().unwrap().iter().map(|s| s.as_f64().unwrap()))
+                    .collect()
+            };
+            let worst = flat(&v[key]).iter().zip(flat(&want[key])).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            assert!(worst <= tolerance, "{model} {key}: off by {worst:e}");
+        }
+        let lens: serde_json::Value = serde_json::from_str(&stdout(&gptlens(&[
+            "lens", "--model", &path, "--tokens", &clean, "--from", "7", "--target", "3", "--json",
+        ])))
+        .unwrap();
+        assert_eq!(lens["first"], 7, "{model}");
+        assert_eq!(lens["top"].as_array().unwrap().len(), lens["target_prob"].as_array().unwrap().len(), "{model}");
+        let attribute = gptlens(&["attribute", "--model", &path, "--tokens", &clean, "--json"]);
+        if model == "gemma3-tiny" {
+            assert!(String::from_utf8_lossy(&attribute.stderr).contains("Gemma"), "{model}");
+        } else {
+            let a: serde_json::Value = serde_json::from_str(&stdout(&attribute)).unwrap();
+            let (total, diff) = (a["total"].as_f64().unwrap(), a["logit_diff"].as_f64().unwrap());
+            assert!((total - diff).abs() <= 1e-4, "{model}: parts sum to {total}, not {diff}");
+        }
+    }
+    let table = stdout(&gptlens(&["attribute", "--model", &f32_model(), "--prompt", PROMPT, "--top", "3"]));
+    assert!(table.contains("the parts sum to") && table.lines().count() == 4, "{table}");
+    let different = gptlens(&["patch", "--model", &f32_model(), "--clean-tokens", "1,2,3", "--corrupt-tokens", "1,2"]);
+    assert!(String::from_utf8_lossy(&different.stderr).contains("required"), "--answer and --wrong are required");
+    let different = gptlens(&[
+        "patch",
+        "--model",
+        &f32_model(),
+        "--clean-tokens",
+        "1,2,3",
+        "--corrupt-tokens",
+        "1,2",
+        "--answer",
+        "1",
+        "--wrong",
+        "2",
+    ]);
+    assert!(String::from_utf8_lossy(&different.stderr).contains("same length"));
+    let long_answer = gptlens(&["lens", "--model", &f32_model(), "--prompt", PROMPT, "--target", "two words"]);
+    assert!(String::from_utf8_lossy(&long_answer.stderr).contains("one token"));
 }

@@ -160,7 +160,7 @@ fn gemma_sessions_with_sliding_windows_agree_on_gpu_and_cpu() {
 
 fn check_sessions(model: Arc<Model>) {
     let Some(backend) = on_gpu(&model) else { return };
-    let spec = CaptureSpec::all(&model.config);
+    let spec = CaptureSpec::standard(&model.config);
     let tokens: Vec<u32> = (0..GPU_CHUNK as u32 + 40).map(|i| (i * 7 + 3) % 61).collect();
     let cpu_whole = Session::new(model.clone()).run(&tokens, &spec).unwrap();
     let mut gpu = Session::with_backend(model.clone(), &backend).unwrap();
@@ -305,7 +305,7 @@ fn matrices_larger_than_a_binding_are_split() {
 #[test]
 fn ablated_heads_on_gpu_match_pytorch_and_the_cpu() {
     let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(common::fixture("heads/ablation.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(common::fixture("instruments/ablation.json")).unwrap()).unwrap();
     for model in ["gpt2-tiny-f32", "llama-tiny", "gemma3-tiny"] {
         let Some((checkpoint, mut gpu)) = gpu_session(model) else { return };
         let config = &checkpoint.model.config;
@@ -314,7 +314,7 @@ fn ablated_heads_on_gpu_match_pytorch_and_the_cpu() {
         let heads: Vec<(usize, usize)> = serde_json::from_value(want["ablated"].clone()).unwrap();
         let ablation = gptlens::instruments::Ablation::heads(heads, config).unwrap();
         gpu.set_ablation(ablation.clone()).unwrap();
-        let all = gptlens::CaptureSpec::all(config);
+        let all = gptlens::CaptureSpec::standard(config);
         let on_gpu = gpu.run(&tokens, &all).unwrap();
         let logits: Vec<f32> = serde_json::from_value(want["ablated_last_logits"].clone()).unwrap();
         let d = max_abs_diff(&on_gpu.last_logits, &logits);
@@ -332,4 +332,19 @@ fn ablated_heads_on_gpu_match_pytorch_and_the_cpu() {
     let e =
         gpu.set_ablation(gptlens::instruments::Ablation::heads([(1, 32)], &config).unwrap()).unwrap_err().to_string();
     assert!(e.contains("head 1.32 cannot be ablated on the GPU"), "{e}");
+}
+
+/// The activation hooks and MLP ablation are CPU features: a GPU session refuses them by name,
+/// before anything changes, and goes on running.
+#[test]
+fn a_gpu_session_refuses_cpu_only_hooks_and_mlp_ablation_by_name() {
+    let Some((checkpoint, mut gpu)) = gpu_session("gpt2-tiny-f32") else { return };
+    let config = &checkpoint.model.config;
+    let spec = gptlens::CaptureSpec::from_names(&["blocks.0.hook_resid_pre"], config).unwrap();
+    let e = gpu.run(&[1, 2, 3], &spec).unwrap_err().to_string();
+    assert!(e.contains("`blocks.0.hook_resid_pre` is recorded on the CPU backend only"), "{e}");
+    let mlp = gptlens::instruments::Ablation::parse("0.mlp", config).unwrap();
+    let e = gpu.set_ablation(mlp).unwrap_err().to_string();
+    assert!(e.contains("MLP 0.mlp cannot be ablated on the GPU"), "{e}");
+    assert_eq!(gpu.run(&[1, 2, 3], &gptlens::CaptureSpec::none()).unwrap().computed, 3);
 }

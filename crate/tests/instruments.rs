@@ -1,12 +1,15 @@
 //! The instruments against PyTorch. Head detectors: scores computed by
-//! tests/fixtures/heads/make_head_scores.py from transformers' attention probabilities, on each
+//! tests/fixtures/instruments/make_head_scores.py from transformers' attention probabilities, on each
 //! fixture's prompt and on the detectors' default sequence (which must be the same ids: the script
 //! re-implements the seeded generator). Ablation: transformers' logits with the same heads' outputs
-//! zeroed (make_ablation.py).
+//! zeroed (make_ablation.py). Activation hooks (residuals, z, head results, MLP outputs, the
+//! logit lens) and an ablation of heads and MLPs: transformers' forward hooks (make_hooks.py).
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 
+use gptlens::instruments::attribution::{Attribution, LogitLens};
+use gptlens::instruments::patching::{patch, patch_runs, PatchRequest};
 use gptlens::instruments::{repeated_random_tokens, Ablation, HeadScores};
 use gptlens::{CaptureSpec, Hook, Session};
 
@@ -17,7 +20,7 @@ const TOLERANCE: f32 = 2e-5;
 #[test]
 fn head_scores_match_pytorch_on_every_fixture() {
     let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(common::fixture("heads/heads.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(common::fixture("instruments/heads.json")).unwrap()).unwrap();
     let mut worst_overall = 0f32;
     for model in ["gpt2-tiny-f32", "llama-tiny", "qwen2-tiny", "gemma3-tiny"] {
         let checkpoint = common::load(model);
@@ -49,6 +52,58 @@ fn head_scores_match_pytorch_on_every_fixture() {
 }
 
 #[test]
+fn activation_hooks_and_ablations_match_pytorch_on_every_fixture() {
+    for model in ["gpt2-tiny-f32", "llama-tiny", "qwen2-tiny", "gemma3-tiny"] {
+        let bytes = std::fs::read(common::fixture(&format!("instruments/hooks-{model}.safetensors"))).unwrap();
+        let reference = common::reference_from_bytes(&bytes);
+        let checkpoint = common::load(model);
+        let config = &checkpoint.model.config;
+        let tokens = common::ids(&reference["tokens"]);
+        let names = common::activation_hooks(&reference);
+        let spec = CaptureSpec::from_names(&names, config).unwrap();
+        let mut session = Session::new(checkpoint.model.clone());
+        let trace = session.run(&tokens, &spec).unwrap();
+        for name in &names {
+            let got = trace.get(name).unwrap();
+            common::check_hook(model, name, &got.shape, &got.data, &reference[*name]);
+        }
+        // The lens's last layer is the model's own logits, exactly.
+        let (lens, logits) = (&trace.get("lens.logits").unwrap().data, &trace.get("logits").unwrap().data);
+        assert_eq!(&lens[lens.len() - logits.len()..], logits.as_slice(), "{model}");
+
+        session.set_ablation(Ablation::parse(&common::reference_ablation(&bytes), config).unwrap()).unwrap();
+        let ablated = session.run(&tokens, &CaptureSpec::from_names(&["logits"], config).unwrap()).unwrap();
+        let got = ablated.get("logits").unwrap();
+        common::check_hook(model, "ablated.logits", &got.shape, &got.data, &reference["ablated.logits"]);
+    }
+}
+
+/// Captured or not, the new hooks change nothing else: the standard hooks and the logits of a run
+/// that also records every activation equal a run that records only the standard set, bit for bit.
+#[test]
+fn recording_activations_changes_no_other_value() {
+    let checkpoint = common::load("gpt2-tiny-f32");
+    let config = &checkpoint.model.config;
+    let tokens: Vec<u32> = (0..60).map(|i| (i * 37 + 5) % config.vocab_size as u32).collect();
+    let standard = CaptureSpec::standard(config);
+    let names: Vec<String> = Hook::offered(config).iter().map(Hook::to_string).collect();
+    let everything = CaptureSpec::from_names(&names, config).unwrap();
+    let plain = Session::new(checkpoint.model.clone()).run(&tokens, &standard).unwrap();
+    let mut session = Session::new(checkpoint.model.clone());
+    session.run(&tokens[..30], &everything).unwrap();
+    let full = session.run(&tokens, &everything).unwrap();
+    assert_eq!(full.computed, tokens.len() - 30, "the activations are reused with the prefix");
+    assert_eq!(full.last_logits, plain.last_logits);
+    for name in plain.names() {
+        assert_eq!(full.get(name), plain.get(name), "{name}");
+    }
+    let fresh = Session::new(checkpoint.model.clone()).run(&tokens, &everything).unwrap();
+    for name in fresh.names() {
+        assert_eq!(full.get(name), fresh.get(name), "{name} after prefix reuse");
+    }
+}
+
+#[test]
 fn head_scores_need_every_pattern() {
     let checkpoint = common::load("gpt2-tiny-f32");
     let config = &checkpoint.model.config;
@@ -61,7 +116,7 @@ fn head_scores_need_every_pattern() {
 #[test]
 fn zero_ablated_heads_give_pytorchs_logits() {
     let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(common::fixture("heads/ablation.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(common::fixture("instruments/ablation.json")).unwrap()).unwrap();
     for model in ["gpt2-tiny-f32", "llama-tiny", "qwen2-tiny", "gemma3-tiny"] {
         let want = &expected[model];
         let checkpoint = common::load(model);
@@ -91,7 +146,7 @@ fn an_ablated_session_reuses_its_prefix_exactly() {
     let config = &checkpoint.model.config;
     let ablation = Ablation::parse("0.1, 1.3", config).unwrap();
     let tokens: Vec<u32> = (0..20).map(|i| (i * 37 + 5) % config.vocab_size as u32).collect();
-    let all = CaptureSpec::all(config);
+    let all = CaptureSpec::standard(config);
     let mut fresh = Session::new(checkpoint.model.clone());
     fresh.set_ablation(ablation.clone()).unwrap();
     let full = fresh.run(&tokens, &all).unwrap();
@@ -130,4 +185,134 @@ fn ablations_name_what_is_wrong() {
     let mut session = Session::new(checkpoint.model.clone());
     let e = session.set_ablation(Ablation::heads([(5, 0)], &larger).unwrap()).unwrap_err().to_string();
     assert!(e.contains("head 5.0 does not exist"), "{e}");
+}
+
+fn patching_reference() -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(common::fixture("instruments/patching.json")).unwrap()).unwrap()
+}
+
+/// Patching scores divide logit differences (each within 1e-4 of PyTorch) by the clean − corrupt
+/// difference, so they are held to 3e-4 / |that difference|.
+#[test]
+fn activation_patching_matches_pytorch_on_every_fixture() {
+    let expected = patching_reference();
+    for model in ["gpt2-tiny-f32", "llama-tiny", "qwen2-tiny", "gemma3-tiny"] {
+        let want = &expected[model]["patching"];
+        let checkpoint = common::load(model);
+        let ids = |key: &str| -> Vec<u32> { serde_json::from_value(want[key].clone()).unwrap() };
+        let (clean, corrupt) = (ids("clean"), ids("corrupt"));
+        let request = PatchRequest {
+            clean: &clean,
+            corrupt: &corrupt,
+            answer: want["answer"].as_u64().unwrap() as u32,
+            wrong: want["wrong"].as_u64().unwrap() as u32,
+        };
+        let mut calls = 0;
+        let got = patch(&checkpoint.model, &request, &mut |done, total| {
+            calls += 1;
+            assert_eq!((done, total), (calls, patch_runs(&checkpoint.model.config, clean.len())));
+        })
+        .unwrap();
+        assert_eq!(calls, patch_runs(&checkpoint.model.config, clean.len()), "{model}: one report per run");
+        let number = |key: &str| want[key].as_f64().unwrap() as f32;
+        assert!((got.clean_diff - number("clean_diff")).abs() <= 1e-4, "{model} clean_diff");
+        assert!((got.corrupt_diff - number("corrupt_diff")).abs() <= 1e-4, "{model} corrupt_diff");
+        let tolerance = 3e-4 / (number("clean_diff") - number("corrupt_diff")).abs();
+        for (key, got) in [("resid_pre", &got.resid_pre), ("heads", &got.heads)] {
+            let want: Vec<Vec<f32>> = serde_json::from_value(want[key].clone()).unwrap();
+            assert_eq!(got.len(), want.len(), "{model} {key}");
+            let worst =
+                got.iter().flatten().zip(want.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(worst <= tolerance, "{model} {key}: off by {worst:e} (tolerance {tolerance:e})");
+        }
+        // Patching every position is the clean run itself; at layer 0 only the corrupted
+        // positions differ, so patching any other position there changes nothing.
+        assert!(got.resid_pre[0].iter().enumerate().all(|(t, &s)| [2, 5].contains(&t) || s.abs() < 1e-6), "{model}");
+    }
+}
+
+#[test]
+fn patching_names_what_is_wrong() {
+    let checkpoint = common::load("gpt2-tiny-f32");
+    let message = |clean: &[u32], corrupt: &[u32], answer: u32| {
+        let request = PatchRequest { clean, corrupt, answer, wrong: 1 };
+        patch(&checkpoint.model, &request, &mut |_, _| {}).unwrap_err().to_string()
+    };
+    assert!(message(&[1, 2, 3], &[1, 2], 0).contains("same length"));
+    assert!(message(&[1, 2, 3], &[1, 2, 3], 0).contains("same logit difference"));
+    assert!(message(&[1, 2], &[1, 2], 9999).contains("9999"));
+    assert!(message(&[], &[], 0).to_lowercase().contains("empty"));
+}
+
+/// Direct logit attribution against the same parts computed in PyTorch, and its parts sum to the
+/// run's own logit difference (Gemma is refused: its post-norms make parts non-additive).
+#[test]
+fn direct_logit_attribution_matches_pytorch_and_sums_to_the_difference() {
+    let expected = patching_reference();
+    for model in ["gpt2-tiny-f32", "llama-tiny", "qwen2-tiny"] {
+        let want = &expected[model]["attribution"];
+        let checkpoint = common::load(model);
+        let tokens: Vec<u32> = serde_json::from_value(want["tokens"].clone()).unwrap();
+        let got = Attribution::compute(&checkpoint.model, &Ablation::none(), &tokens, None, None, None).unwrap();
+        assert_eq!(
+            (got.answer as u64, got.wrong as u64),
+            (want["answer"].as_u64().unwrap(), want["wrong"].as_u64().unwrap())
+        );
+        let got_value = serde_json::to_value(&got).unwrap();
+        for key in ["logit_diff", "embed", "pos_embed", "heads", "attn_bias", "mlps", "final_bias"] {
+            let (g, w) = (flat_values(&got_value[key]), flat_values(&want[key]));
+            assert_eq!(g.len(), w.len(), "{model} {key}");
+            let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0f64, f64::max);
+            assert!(worst <= 1e-4, "{model} {key}: off by {worst:e}");
+        }
+        assert!(
+            (got.total - got.logit_diff).abs() <= 1e-4,
+            "{model}: parts sum to {} not {}",
+            got.total,
+            got.logit_diff
+        );
+    }
+    let gemma = common::load("gemma3-tiny");
+    let e =
+        Attribution::compute(&gemma.model, &Ablation::none(), &[1, 2, 3], None, None, None).unwrap_err().to_string();
+    assert!(e.contains("Gemma"), "{e}");
+}
+
+fn flat_values(v: &serde_json::Value) -> Vec<f64> {
+    match v {
+        serde_json::Value::Array(items) => items.iter().flat_map(flat_values).collect(),
+        other => vec![other.as_f64().unwrap()],
+    }
+}
+
+/// The logit lens's probabilities are the softmax of PyTorch's lens logits (make_hooks.py).
+#[test]
+fn the_logit_lens_reads_pytorchs_lens_logits() {
+    for model in ["gpt2-tiny-f32", "llama-tiny", "gemma3-tiny"] {
+        let bytes = std::fs::read(common::fixture(&format!("instruments/hooks-{model}.safetensors"))).unwrap();
+        let reference = common::reference_from_bytes(&bytes);
+        let checkpoint = common::load(model);
+        let c = &checkpoint.model.config;
+        let tokens = common::ids(&reference["tokens"]);
+        let first = 3;
+        let target = 7;
+        let lens = LogitLens::compute(&checkpoint.model, &Ablation::none(), &tokens, first, 3, Some(target)).unwrap();
+        let want = &reference["lens.logits"];
+        let t = tokens.len();
+        assert_eq!(lens.top.len(), c.n_layer + 1);
+        let target_prob = lens.target_prob.as_ref().unwrap();
+        for (layer, (top, (final_top_prob, target_prob))) in
+            lens.top.iter().zip(lens.final_top_prob.iter().zip(target_prob)).enumerate()
+        {
+            for p in first..t {
+                let row = &want.data[(layer * t + p) * c.vocab_size..][..c.vocab_size];
+                let probs = gptlens::sample::softmax_with_temperature(row, 1.0).unwrap();
+                let (i, best) = (p - first, top[p - first][0]);
+                assert!((probs[best.0 as usize] - best.1).abs() <= 1e-5, "{model} layer {layer} position {p}");
+                assert!(probs.iter().all(|&q| q <= best.1 + 1e-5), "{model} layer {layer} position {p}: not the top");
+                assert!((probs[lens.final_top[i] as usize] - final_top_prob[i]).abs() <= 1e-5);
+                assert!((probs[target as usize] - target_prob[i]).abs() <= 1e-5);
+            }
+        }
+    }
 }

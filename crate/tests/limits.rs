@@ -171,7 +171,7 @@ fn a_context_of_2_pow_20_loads_and_costs_only_the_positions_used() {
     // 3-token run on this 1 MB model used to take 1 GB ([H, 64, n_ctx] floats up front).
     let (_, bytes, _) = measured(|| {
         let mut session = Session::new(ckpt.model.clone());
-        session.run(&[1, 2, 3], &CaptureSpec::all(&ckpt.model.config)).unwrap();
+        session.run(&[1, 2, 3], &CaptureSpec::standard(&ckpt.model.config)).unwrap();
     });
     assert!(bytes <= 4 << 20, "{bytes} bytes for a 3-token session");
     // A budget that cannot hold the KV cache at the full context refuses the model up front.

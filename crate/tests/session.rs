@@ -25,7 +25,7 @@ fn fresh_run(model: &Arc<Model>, tokens: &[u32], spec: &CaptureSpec) -> Trace {
 #[test]
 fn prefix_reuse_recomputes_only_the_suffix_and_agrees_with_a_full_run() {
     let model = fixture_model();
-    let spec = CaptureSpec::all(&model.config);
+    let spec = CaptureSpec::standard(&model.config);
     let mut session = Session::new(model.clone());
     let first = prompt(20, 1);
     assert_eq!(session.run(&first, &spec).unwrap().computed, 20);
@@ -57,7 +57,7 @@ fn prefix_reuse_recomputes_only_the_suffix_and_agrees_with_a_full_run() {
 #[test]
 fn stepping_one_token_at_a_time_agrees_with_a_full_run() {
     let model = fixture_model();
-    let spec = CaptureSpec::all(&model.config);
+    let spec = CaptureSpec::standard(&model.config);
     let tokens = prompt(30, 2);
     let mut session = Session::new(model.clone());
     session.run(&tokens[..1], &spec).unwrap();
@@ -75,7 +75,7 @@ fn asking_for_more_hooks_than_were_cached_recomputes() {
     let tokens = prompt(12, 3);
     let mut session = Session::new(model.clone());
     session.run(&tokens, &CaptureSpec::none()).unwrap();
-    let all = CaptureSpec::all(&model.config);
+    let all = CaptureSpec::standard(&model.config);
     let trace = session.run(&tokens, &all).unwrap();
     assert_eq!(trace.computed, 12);
     assert_traces_agree("session", &trace, &fresh_run(&model, &tokens, &all), 0.0);
@@ -88,7 +88,7 @@ fn asking_for_more_hooks_than_were_cached_recomputes() {
 #[test]
 fn changing_a_token_changes_nothing_before_it() {
     let model = fixture_model();
-    let spec = CaptureSpec::all(&model.config);
+    let spec = CaptureSpec::standard(&model.config);
     let a = prompt(16, 4);
     let mut b = a.clone();
     b[9] = (b[9] + 1) % 513;
@@ -114,7 +114,7 @@ fn changing_a_token_changes_nothing_before_it() {
 #[test]
 fn runs_are_deterministic_and_finite_in_every_row() {
     let model = fixture_model();
-    let spec = CaptureSpec::all(&model.config);
+    let spec = CaptureSpec::standard(&model.config);
     // 64 is the model's whole context: this also crosses the forward pass's chunk boundary.
     let tokens = prompt(64, 5);
     let (a, b) = (fresh_run(&model, &tokens, &spec), fresh_run(&model, &tokens, &spec));
@@ -152,7 +152,7 @@ fn chunked_prefill_agrees_with_token_by_token() {
         tied_head: true,
     };
     let model = Arc::new(Model { weights: Weights::random(&config, 9), config });
-    let spec = CaptureSpec::all(&model.config);
+    let spec = CaptureSpec::standard(&model.config);
     let tokens: Vec<u32> = (0..150).map(|i| (i * 7 % 50) as u32).collect();
     let whole = fresh_run(&model, &tokens, &spec);
     let mut session = Session::new(model.clone());
@@ -170,7 +170,7 @@ fn chunked_prefill_agrees_with_token_by_token() {
 fn a_capture_over_the_budget_is_refused_up_front_and_loses_nothing() {
     let model = fixture_model();
     let c = &model.config;
-    let all = CaptureSpec::all(c);
+    let all = CaptureSpec::standard(c);
     let tokens = prompt(12, 7);
     // The bytes full capture of 12 tokens takes: the trace's tensors plus the session's own copy
     // (patterns kept as a triangle, H·T(T+1)/2 per layer).

@@ -67,7 +67,7 @@ fn smollm2_matches_transformers() {
     }
     // Prompt 0: one layer's attention (9 query heads over 3 KV heads) and RMSNorm scales.
     let tokens = ids(&reference["p0.tokens"]);
-    let trace = Session::new(ckpt.model.clone()).run(&tokens, &CaptureSpec::all(c)).unwrap();
+    let trace = Session::new(ckpt.model.clone()).run(&tokens, &CaptureSpec::standard(c)).unwrap();
     let pattern = trace.get("blocks.15.attn.hook_pattern").unwrap();
     assert_eq!(pattern.shape, vec![9, tokens.len(), tokens.len()]);
     let d = max_abs_diff(&pattern.data, &reference["p0.blocks.15.attn.hook_pattern"].data);

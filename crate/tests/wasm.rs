@@ -93,6 +93,58 @@ fn gpt2_f32_matches_pytorch() {
     check_parity(&F32_FILES, F32_REFERENCE);
 }
 
+/// The activation hooks, the logit lens and an ablation of a head and an MLP, against
+/// transformers' forward hooks (tests/fixtures/instruments/make_hooks.py).
+#[wasm_bindgen_test]
+fn activation_hooks_and_ablations_match_pytorch() {
+    let bytes = fixture!("instruments/hooks-gpt2-tiny-f32.safetensors");
+    let reference = reference(bytes);
+    let model = load(&F32_FILES);
+    let names: Vec<String> = common::activation_hooks(&reference).iter().map(|n| n.to_string()).collect();
+    let tokens = ids(&reference["tokens"]);
+    let trace = model.run(&tokens, Some(names.clone())).map_err(message).unwrap();
+    for name in &names {
+        let (shape, got) = tensor(&trace, name);
+        check_hook("the JS API", name, &shape, &got, &reference[name.as_str()]);
+    }
+    let session = model.session().map_err(message).unwrap();
+    let ablate: Vec<String> = common::reference_ablation(bytes).split(',').map(String::from).collect();
+    session.set_ablation(ablate).map_err(message).unwrap();
+    let ablated = session.run(&tokens, Some(vec!["logits".into()])).map_err(message).unwrap();
+    let (shape, got) = tensor(&ablated, "logits");
+    check_hook("the JS API", "ablated.logits", &shape, &got, &reference["ablated.logits"]);
+}
+
+/// Activation patching and direct logit attribution through the bindings, against
+/// tests/fixtures/instruments/patching.json.
+#[wasm_bindgen_test]
+fn patching_and_attribution_match_pytorch() {
+    let expected: serde_json::Value = serde_json::from_slice(fixture!("instruments/patching.json")).unwrap();
+    let want = &expected["gpt2-tiny-f32"]["patching"];
+    let model = load(&F32_FILES);
+    let ids = |key: &str| -> Vec<u32> { serde_json::from_value(want[key].clone()).unwrap() };
+    let number = |v: &serde_json::Value| v.as_f64().unwrap();
+    let scores = model
+        .patch(&ids("clean"), &ids("corrupt"), number(&want["answer"]), number(&want["wrong"]), None)
+        .map_err(message)
+        .unwrap();
+    let table = |key: &str| -> Vec<Vec<f64>> { serde_wasm_bindgen::from_value(get(&scores, key)).unwrap() };
+    let tolerance = 3e-4 / (number(&want["clean_diff"]) - number(&want["corrupt_diff"])).abs();
+    for (js, py) in [("residPre", "resid_pre"), ("heads", "heads")] {
+        let want: Vec<Vec<f64>> = serde_json::from_value(want[py].clone()).unwrap();
+        let worst =
+            table(js).iter().flatten().zip(want.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(worst <= tolerance, "{js}: off by {worst}");
+    }
+    let want = &expected["gpt2-tiny-f32"]["attribution"];
+    let tokens: Vec<u32> = serde_json::from_value(want["tokens"].clone()).unwrap();
+    let got = model.attribution(&tokens, None, None, None, None).map_err(message).unwrap();
+    let heads: Vec<Vec<f64>> = serde_wasm_bindgen::from_value(get(&got, "heads")).unwrap();
+    let want_heads: Vec<Vec<f64>> = serde_json::from_value(want["heads"].clone()).unwrap();
+    let worst = heads.iter().flatten().zip(want_heads.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(worst <= 1e-4, "attribution heads: off by {worst}");
+}
+
 #[wasm_bindgen_test]
 fn gpt2_f16_matches_pytorch() {
     check_parity(&F16_FILES, F16_REFERENCE);
@@ -169,10 +221,16 @@ fn info_describes_the_model() {
     );
     assert!(number("nParams") > 100_000.0);
     assert_eq!(get(&info, "hasTokenizer").as_bool(), Some(true));
-    let mut hooks: Vec<String> = serde_wasm_bindgen::from_value(get(&info, "hooks")).unwrap();
+    let mut hooks: Vec<String> = serde_wasm_bindgen::from_value(get(&info, "standardHooks")).unwrap();
     assert_eq!(hooks[..3], ["blocks.0.ln1.hook_mean", "blocks.0.ln1.hook_scale", "blocks.0.attn.hook_pattern"]);
     hooks.sort();
-    assert_eq!(hooks, model.run(&[1], None).map_err(message).unwrap().names(), "a full capture records every hook");
+    assert_eq!(
+        hooks,
+        model.run(&[1], None).map_err(message).unwrap().names(),
+        "a default capture records the standard hooks"
+    );
+    let offered: Vec<String> = serde_wasm_bindgen::from_value(get(&info, "hooks")).unwrap();
+    assert!(offered.len() > hooks.len() && offered.iter().any(|h| h == "lens.logits"));
 }
 
 #[wasm_bindgen_test]

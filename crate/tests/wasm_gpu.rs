@@ -123,7 +123,7 @@ async fn check_model(fixture: &Fixture) {
     let reference = reference_from_bytes(fixture.reference);
     let tokens = ids(&reference["tokens"]);
     let started = js_sys::Date::now();
-    let trace = session.run_async(&tokens, &CaptureSpec::all(&model.config)).await.unwrap();
+    let trace = session.run_async(&tokens, &CaptureSpec::standard(&model.config)).await.unwrap();
     console_log!("{}: {} tokens, every hook, in {} ms", fixture.name, tokens.len(), js_sys::Date::now() - started);
     assert_eq!((trace.computed, trace.last_logits.len()), (tokens.len(), model.config.vocab_size));
     check_trace_against_pytorch(&format!("{} on the browser's GPU", fixture.name), &trace, &reference);
@@ -171,7 +171,7 @@ async fn fresh_run(model: &Arc<Model>, backend: &Backend, tokens: &[u32], spec: 
 async fn check_sessions(fixture: &Fixture) {
     let Some((model, backend, mut session)) = gpu_session(fixture).await else { return };
     let started = js_sys::Date::now();
-    let spec = CaptureSpec::all(&model.config);
+    let spec = CaptureSpec::standard(&model.config);
     let what = |case: &str| format!("{} on the browser's GPU, {case}", fixture.name);
     let first = prompt(20, model.config.vocab_size);
     assert_eq!(session.run_async(&first, &spec).await.unwrap().computed, 20);

@@ -48,9 +48,12 @@ test('the package loads the single-thread build in Node and describes the fixtur
   const info = model.info();
   const expected = { architecture: 'gpt2', nLayer: 2, nHead: 4, dModel: 64, dFf: 256, vocabSize: 513, contextLength: 64, nParams: 137024, hasTokenizer: true };
   assert.deepEqual(Object.fromEntries(Object.keys(expected).map((key) => [key, info[key]])), expected);
-  const { hooks } = info;
-  assert.equal(hooks.length, 2 * 6 + 3);
-  assert.ok(hooks.includes('blocks.1.attn.hook_pattern') && hooks.includes('logits'));
+  const { hooks, standardHooks } = info;
+  assert.equal(standardHooks.length, 2 * 6 + 3);
+  assert.ok(standardHooks.includes('blocks.1.attn.hook_pattern') && standardHooks.includes('logits'));
+  assert.equal(hooks.length, standardHooks.length + 2 * 6 + 1, 'every hook: the standard set, six activations per layer, the lens');
+  assert.deepEqual(hooks.slice(0, standardHooks.length), standardHooks);
+  assert.ok(hooks.includes('blocks.1.attn.hook_result') && hooks.includes('lens.logits'));
 });
 
 test('the fixture prompt gives the reference tokens, logits and hooks', () => {
@@ -376,7 +379,7 @@ test('the worker client sends a streamed .gguf in batches of at most 4 MiB, in o
 });
 
 test('head detectors: the default sequence and every head’s scores are PyTorch’s', () => {
-  const expected = JSON.parse(readFileSync(join(process.env.GPTLENS_FIXTURES, 'heads', 'heads.json'), 'utf8'))['gpt2-tiny-f32'];
+  const expected = JSON.parse(readFileSync(join(process.env.GPTLENS_FIXTURES, 'instruments', 'heads.json'), 'utf8'))['gpt2-tiny-f32'];
   const tokens = model.repeatedRandomTokens();
   assert.deepEqual([...tokens], expected.repeated.tokens);
   for (const [kind, sequence] of [['repeated', tokens], ['prompt', referenceTokens]]) {
@@ -394,8 +397,68 @@ test('head detectors: the default sequence and every head’s scores are PyTorch
   assert.notDeepEqual([...model.repeatedRandomTokens(1)], [...tokens]);
 });
 
+const instruments = JSON.parse(readFileSync(join(process.env.GPTLENS_FIXTURES, 'instruments', 'patching.json'), 'utf8'))['gpt2-tiny-f32'];
+const hooksReference = parseSafetensors(await readFile(join(process.env.GPTLENS_FIXTURES, 'instruments', 'hooks-gpt2-tiny-f32.safetensors')));
+const worstOf = (got, want) => Math.max(...want.flat().map((w, i) => Math.abs(got.flat()[i] - w)));
+
+test('the activation hooks and the logit lens are PyTorch’s', () => {
+  const names = Object.keys(hooksReference.tensors).filter((name) => !['tokens', 'ablated.logits'].includes(name));
+  const trace = model.run(Uint32Array.from(hooksReference.tensors.tokens.data), names);
+  for (const name of names) {
+    const want = hooksReference.tensors[name];
+    const largest = Math.max(...want.data.map(Math.abs));
+    const limit = name.endsWith('logits') ? 1e-4 : 1e-5 * (1 + largest);
+    const got = trace.tensor(name);
+    assert.deepEqual(got.shape, want.shape, name);
+    const worst = Math.max(...want.data.map((w, i) => Math.abs(got.data[i] - w)));
+    assert.ok(worst <= limit, `${name}: off by ${worst}`);
+  }
+  trace.free();
+});
+
+test('model.patch: activation patching is PyTorch’s, with a progress report per run', () => {
+  const reports = [];
+  const scores = model.patch(
+    { clean: instruments.patching.clean, corrupt: instruments.patching.corrupt, answer: instruments.patching.answer, wrong: instruments.patching.wrong },
+    { onProgress: (done, total) => reports.push([done, total]) },
+  );
+  const tolerance = 3e-4 / Math.abs(instruments.patching.clean_diff - instruments.patching.corrupt_diff);
+  assert.ok(Math.abs(scores.cleanDiff - instruments.patching.clean_diff) <= 1e-4);
+  assert.ok(worstOf(scores.residPre, instruments.patching.resid_pre) <= tolerance);
+  assert.ok(worstOf(scores.heads, instruments.patching.heads) <= tolerance);
+  const total = 2 + 2 * (instruments.patching.clean.length + 4);
+  assert.deepEqual(reports, Array.from({ length: total }, (_, i) => [i + 1, total]));
+  assert.throws(() => model.patch({ clean: [1, 2], corrupt: [1], answer: 0, wrong: 1 }), /same length/);
+  assert.throws(() => model.patch({ clean: [1], corrupt: [2], answer: 600, wrong: 1 }), { name: 'RangeError' });
+});
+
+test('model.attribution is PyTorch’s and sums to the logit difference; model.logitLens reads the lens', () => {
+  const want = instruments.attribution;
+  const a = model.attribution(want.tokens);
+  assert.deepEqual([a.answer, a.wrong], [want.answer, want.wrong]);
+  for (const [js, py] of [['heads', 'heads'], ['mlps', 'mlps'], ['attnBias', 'attn_bias']]) assert.ok(worstOf(a[js], want[py]) <= 1e-4, js);
+  for (const [js, py] of [['embed', 'embed'], ['posEmbed', 'pos_embed'], ['finalBias', 'final_bias'], ['logitDiff', 'logit_diff']]) assert.ok(Math.abs(a[js] - want[py]) <= 1e-4, js);
+  assert.ok(Math.abs(a.total - a.logitDiff) <= 1e-4);
+  const tokens = Uint32Array.from(hooksReference.tensors.tokens.data);
+  const lens = model.logitLens(tokens, { first: 2, k: 2, target: 7 });
+  const [layers, t, vocab] = hooksReference.tensors['lens.logits'].shape;
+  assert.equal(lens.top.length, layers);
+  for (let l = 0; l < layers; l++) {
+    for (let p = 2; p < t; p++) {
+      const row = hooksReference.tensors['lens.logits'].data.subarray((l * t + p) * vocab, (l * t + p + 1) * vocab);
+      const max = Math.max(...row);
+      const sum = row.reduce((s, x) => s + Math.exp(x - max), 0);
+      const prob = (id) => Math.exp(row[id] - max) / sum;
+      assert.ok(Math.abs(lens.top[l][p - 2][0].prob - prob(lens.top[l][p - 2][0].id)) <= 1e-5);
+      assert.ok(Math.abs(lens.targetProb[l][p - 2] - prob(7)) <= 1e-5);
+    }
+  }
+  assert.throws(() => model.logitLens(tokens, { first: 99 }), { name: 'RangeError' });
+  assert.throws(() => model.attribution(tokens, { ablate: [[0, 'x']] }), { name: 'TypeError' });
+});
+
 test('session.setAblation zeroes heads like PyTorch; [] undoes it; bad heads are errors', () => {
-  const expected = JSON.parse(readFileSync(join(process.env.GPTLENS_FIXTURES, 'heads', 'ablation.json'), 'utf8'))['gpt2-tiny-f32'];
+  const expected = JSON.parse(readFileSync(join(process.env.GPTLENS_FIXTURES, 'instruments', 'ablation.json'), 'utf8'))['gpt2-tiny-f32'];
   const session = model.session();
   const close = (got, want) => Math.max(...want.map((w, i) => Math.abs(got[i] - w)));
   session.setAblation(expected.ablated);
@@ -408,5 +471,12 @@ test('session.setAblation zeroes heads like PyTorch; [] undoes it; bad heads are
   assert.throws(() => session.setAblation([[5, 0]]), /head 5\.0 does not exist/);
   assert.throws(() => session.setAblation('0.1'), { name: 'TypeError' });
   assert.throws(() => session.setAblation([[0, -1]]), { name: 'RangeError' });
+  // Heads and MLPs together, as make_hooks.py ablated them ("1.3,0.mlp").
+  const ablated = hooksReference.tensors['ablated.logits'];
+  session.setAblation([[1, 3], [0, 'mlp']]);
+  session.run(Uint32Array.from(hooksReference.tensors.tokens.data), []);
+  const vocab = ablated.shape[1];
+  assert.ok(close(session.lastLogits(), [...ablated.data.subarray(ablated.data.length - vocab)]) <= 1e-4);
+  assert.throws(() => session.setAblation([[9, 'mlp']]), /MLP 9\.mlp does not exist/);
   session.free();
 });

@@ -1208,8 +1208,87 @@ test('Gemma-3-270M (fetched on request): listed with its terms, its tokens, a ma
   await page.close();
 });
 
+/** The JSON the open instrument's download button saves. */
+async function instrumentJson(page) {
+  const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: /numbers as JSON/ }).click()]);
+  return JSON.parse(await readFile(await download.path(), 'utf8'));
+}
+
+/** Largest |a − b| over the numbers of two records of the same shape. */
+function largestGap(a, b) {
+  if (typeof a === 'number') return Math.abs(a - b);
+  if (Array.isArray(a)) return Math.max(0, ...a.map((x, i) => largestGap(x, b[i])));
+  if (a && typeof a === 'object') return Math.max(0, ...Object.keys(a).map((key) => largestGap(a[key], b[key])));
+  return a === b ? 0 : Infinity;
+}
+
+test('instruments: the page’s logit lens, attribution and patching are the package’s numbers; the state is in the address', async () => {
+  const clean = 'The cat sat on the mat';
+  const corrupt = 'The dog sat on the mat';
+  const page = await openPage({ prompt: clean });
+  const tokens = engine.encode(clean);
+  const t = tokens.length;
+  // Logit lens: the last 10 positions, 3 tokens each, every layer and the output.
+  await page.getByTestId('instrument-lens').click();
+  await page.locator('[data-testid=lens-table] td').first().waitFor();
+  assert.equal(await page.locator('[data-testid=lens-table] tbody tr').count(), 2 + 1, 'a row per layer and the output');
+  const lens = await instrumentJson(page);
+  const expectedLens = engine.logitLens(tokens, { first: Math.max(0, t - 10), k: 3 });
+  assert.ok(largestGap(lens, expectedLens) <= 1e-6, `lens: ${largestGap(lens, expectedLens)}`);
+  // Clicking a cell follows its top token: the address names it, the colours are its probability.
+  await page.locator('[data-testid=lens-table] tbody tr:last-child td').last().click();
+  await page.waitForURL(/[?&]target=\d+/);
+  const target = Number(new URL(page.url()).searchParams.get('target'));
+  await page.getByTestId('lens-target').filter({ hasText: 'picked' }).waitFor();
+  const followed = await instrumentJson(page);
+  assert.equal(followed.target, target);
+  assert.ok(largestGap(followed.targetProb, engine.logitLens(tokens, { first: Math.max(0, t - 10), k: 3, target }).targetProb) <= 1e-6);
+  // Attribution at the last position: top token minus the second, parts summing to the difference.
+  await page.getByTestId('instrument-attribution').click();
+  await page.getByTestId('dla-summary').filter({ hasText: 'sum to' }).waitFor();
+  const attribution = await instrumentJson(page);
+  const expectedAttribution = engine.attribution(tokens);
+  assert.ok(largestGap(attribution, expectedAttribution) <= 1e-5, `attribution: ${largestGap(attribution, expectedAttribution)}`);
+  assert.ok(Math.abs(attribution.total - attribution.logitDiff) <= 1e-4);
+  assert.equal(await page.locator('[data-testid=dla-table] tbody tr').count(), 2);
+  // Patching: the IOI pair is too long apart in this tiny vocabulary, and the page says so.
+  await page.getByTestId('instrument-patching').click();
+  await page.getByTestId('ioi-preset').click();
+  await page.getByTestId('patch-summary').filter({ hasText: 'needs the same number of tokens' }).waitFor();
+  await page.getByTestId('prompt').fill(clean);
+  await page.getByTestId('compare-prompt').fill(corrupt);
+  await page.locator('[data-testid=candidate]').first().waitFor();
+  await page.getByTestId('run-patching').click();
+  await page.locator('[data-testid=patch-heads-table] td').first().waitFor();
+  const patched = await instrumentJson(page);
+  const cleanIds = engine.encode(clean);
+  const corruptIds = engine.encode(corrupt);
+  const [answer, second] = engine.run(cleanIds, []).topK(2).map(({ id }) => id);
+  const corruptTop = engine.run(corruptIds, []).topK(1)[0].id;
+  const expectedPatch = engine.patch({ clean: cleanIds, corrupt: corruptIds, answer, wrong: corruptTop === answer ? second : corruptTop });
+  assert.ok(largestGap(patched, expectedPatch) <= 1e-5, `patching: ${largestGap(patched, expectedPatch)}`);
+  assert.equal(await page.locator('[data-testid=patch-resid-table] tbody tr').count(), 2);
+  assert.equal(await page.locator('[data-testid=patch-resid-table] tbody tr:first-child td').count(), t);
+  const [csvDownload] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: /numbers as CSV/ }).click()]);
+  const csv = (await readFile(await csvDownload.path(), 'utf8')).trim().split('\n');
+  assert.equal(csv[0], 'sweep,layer,position_or_head,score');
+  assert.equal(csv.length, 1 + 2 * t + 2 * 4);
+  // The address keeps the open instrument and the corrupted prompt: a link reopens them.
+  await page.waitForURL(/inst=patch/);
+  const url = new URL(page.url());
+  assert.equal(url.searchParams.get('compare'), corrupt);
+  const copy = await browser.newPage({ viewport: SIZES.wide });
+  await copy.goto(url.href);
+  await copy.getByTestId('compare-prompt').waitFor();
+  assert.equal(await copy.getByTestId('compare-prompt').inputValue(), corrupt);
+  assert.equal(await copy.getByTestId('instrument-patching').getAttribute('aria-pressed'), 'true');
+  assert.deepEqual(await axeViolations(page, 'instruments'), []);
+  await page.getByTestId('instruments').screenshot({ path: `${shots}/instruments-patching.png` });
+  await Promise.all([page.close(), copy.close()]);
+});
+
 test('head detectors: PyTorch’s scores on the repeated sequence, badges, one-click induction heads, a sortable table, scores on the prompt', async () => {
-  const expected = JSON.parse(await readFile(`${repo}/tests/fixtures/heads/heads.json`, 'utf8'))['gpt2-tiny-f32'].repeated;
+  const expected = JSON.parse(await readFile(`${repo}/tests/fixtures/instruments/heads.json`, 'utf8'))['gpt2-tiny-f32'].repeated;
   const page = await openPage({ prompt: 'The cat sat on the mat. The cat' });
   await page.getByTestId('detectors').selectOption('repeated');
   await page.getByTestId('detector-status').filter({ hasText: `scored on ${expected.tokens.length / 2} random tokens (seed 0), twice` }).waitFor();

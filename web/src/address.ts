@@ -1,16 +1,37 @@
 // The page's state in its address: model, prompt, picked token, open head and view, sampling
 // settings, colour scale, theme, backend, the head detectors (source, highlighted kind, the head
-// finder's key) and the ablated heads. Every change replaces the history entry (a prompt
+// finder's key), the ablated heads and MLPs, and the instruments (the open one, the lens's target
+// token, patching's corrupted prompt). Every change replaces the history entry (a prompt
 // being typed, at most every 300 ms), so the address is always a link to what is on screen, and
 // opening it restores that.
 import type { BackendChoice, SamplingParams } from 'gptlens';
 import type { AttentionScale } from './attention-paint.ts';
-import { touched, type DetailView, type DetectorKind, type DetectorSource, type HeadRef, type State, type Store } from './store.ts';
+import { touched, type DetailView, type DetectorKind, type DetectorSource, type HeadRef, type Instrument, type State, type Store } from './store.ts';
 import type { Theme } from './theme.ts';
 
 const VIEWS: DetailView[] = ['map', 'lines', 'row', 'table'];
 const SCALES: AttentionScale[] = ['rest', 'linear', 'sqrt'];
-const TRACKED: (keyof State)[] = ['model', 'prompt', 'query', 'head', 'detailView', 'normTable', 'sampling', 'attentionScale', 'theme', 'backend', 'detectors', 'highlight', 'finderKey', 'ablated'];
+const TRACKED: (keyof State)[] = [
+  'model',
+  'prompt',
+  'query',
+  'head',
+  'detailView',
+  'normTable',
+  'sampling',
+  'attentionScale',
+  'theme',
+  'backend',
+  'detectors',
+  'highlight',
+  'finderKey',
+  'ablated',
+  'instrument',
+  'lensTarget',
+  'comparePrompt',
+];
+/** `inst=` spells each instrument short. */
+const INSTRUMENTS: Record<string, Instrument> = { lens: 'lens', dla: 'attribution', patch: 'patching' };
 /** `highlight=` spells each detector short. */
 const HIGHLIGHTS: Record<string, DetectorKind> = { prev: 'previousToken', first: 'firstToken', dup: 'duplicateToken', ind: 'induction' };
 
@@ -30,6 +51,9 @@ export interface AddressState {
   highlight: DetectorKind | undefined;
   finderKey: number | undefined;
   ablated: string[];
+  instrument: Instrument | undefined;
+  lensTarget: number | undefined;
+  comparePrompt: string | undefined;
 }
 
 function integer(value: string | null, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
@@ -69,7 +93,10 @@ export function readAddress(params: URLSearchParams): AddressState {
     detectors: params.get('detect') === 'repeated' || params.get('detect') === 'prompt' ? (params.get('detect') as DetectorSource) : 'off',
     highlight: HIGHLIGHTS[params.get('highlight') ?? ''],
     finderKey: integer(params.get('key'), 0),
-    ablated: [...new Set((params.get('ablate') ?? '').split(',').filter((head) => /^\d{1,4}\.\d{1,4}$/.test(head)))].sort(),
+    instrument: INSTRUMENTS[params.get('inst') ?? ''],
+    lensTarget: integer(params.get('target'), 0),
+    comparePrompt: params.get('compare') ?? undefined,
+    ablated: [...new Set((params.get('ablate') ?? '').split(',').filter((unit) => /^\d{1,4}\.(\d{1,4}|mlp)$/.test(unit)))].sort(),
   };
 }
 
@@ -95,6 +122,9 @@ export function addressOf(state: Readonly<State>, current: string): URL {
   put('highlight', Object.entries(HIGHLIGHTS).find(([, kind]) => kind === state.highlight)?.[0]);
   put('key', state.finderKey);
   put('ablate', state.ablated.length > 0 ? state.ablated.join(',') : undefined);
+  put('inst', Object.entries(INSTRUMENTS).find(([, instrument]) => instrument === state.instrument)?.[0]);
+  put('target', state.lensTarget);
+  put('compare', state.comparePrompt || undefined);
   return url;
 }
 

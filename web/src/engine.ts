@@ -2,7 +2,24 @@
 // backend switch) starts a new Worker and keeps the old one until the new model has loaded, so a
 // bad file, or a GPU that is not there, never costs the model that works; stopping the old Worker
 // then frees all its memory (wasm memory never shrinks).
-import { createWorkerClient, type Backend, type BackendChoice, type BackendInfo, type GptlensWorker, type HeadScores, type HookName, type ModelFiles, type ModelInfo, type SamplingParams, type WorkerSession, type WorkerTrace } from 'gptlens';
+import {
+  createWorkerClient,
+  type AblationUnit,
+  type Attribution,
+  type Backend,
+  type BackendChoice,
+  type BackendInfo,
+  type GptlensWorker,
+  type HeadScores,
+  type HookName,
+  type LogitLens,
+  type ModelFiles,
+  type ModelInfo,
+  type PatchScores,
+  type SamplingParams,
+  type WorkerSession,
+  type WorkerTrace,
+} from 'gptlens';
 import { analyse, viewHooks, type Analysis, type NextToken } from './analysis.ts';
 
 /** Candidates listed in the next-token view. */
@@ -154,9 +171,9 @@ export class Engine {
     }
   }
 
-  /** Zero-ablates these heads (`"layer.head"`) in the session's runs from now on. */
-  setAblation(heads: readonly string[]): Promise<void> {
-    return this.session.setAblation(heads.map((name) => name.split('.').map(Number) as [number, number]));
+  /** Zero-ablates these heads (`"layer.head"`) and MLPs (`"layer.mlp"`) in the session's runs from now on. */
+  setAblation(ablated: readonly string[]): Promise<void> {
+    return this.session.setAblation(ablationUnits(ablated));
   }
 
   /** The next-token probabilities of `tokens` without any ablation: a run of its own, outside the session. */
@@ -164,6 +181,32 @@ export class Engine {
     const trace = await this.client.run(tokens, []);
     try {
       return await trace.probs(tokens.length - 1, 1);
+    } finally {
+      void trace.release();
+    }
+  }
+
+  /** The logit lens at positions `first..` of `tokens` (with the page's ablation), following `target`. */
+  logitLens(tokens: Uint32Array, first: number, target: number | undefined, ablated: readonly string[]): Promise<LogitLens> {
+    return this.client.logitLens(tokens, { first, k: 3, target, ablate: ablationUnits(ablated) });
+  }
+
+  /** Direct logit attribution at `position` for logit[answer] − logit[wrong] (defaults: the top two). */
+  attribution(tokens: Uint32Array, options: { position?: number | undefined; answer?: number | undefined; wrong?: number | undefined }, ablated: readonly string[]): Promise<Attribution> {
+    return this.client.attribution(tokens, { ...options, ablate: ablationUnits(ablated) });
+  }
+
+  /** Activation patching from `clean` into `corrupt` (same length). */
+  patch(clean: Uint32Array, corrupt: Uint32Array, answer: number, wrong: number, onProgress: (done: number, total: number) => void): Promise<PatchScores> {
+    return this.client.patch({ clean, corrupt, answer, wrong }, { onProgress });
+  }
+
+  /** The two most probable next tokens after `tokens`, without any ablation. */
+  async topTwo(tokens: Uint32Array): Promise<[number, number]> {
+    const trace = await this.client.run(tokens, []);
+    try {
+      const [first, second] = await trace.topK(2);
+      return [first!.id, second!.id];
     } finally {
       void trace.release();
     }
@@ -189,6 +232,14 @@ export class Engine {
   dispose(): void {
     this.client.terminate();
   }
+}
+
+/** `"3.1"` → `[3, 1]`, `"2.mlp"` → `[2, 'mlp']`: the page's spelling of an ablation, the package's. */
+export function ablationUnits(ablated: readonly string[]): AblationUnit[] {
+  return ablated.map((name) => {
+    const [layer, unit] = name.split('.');
+    return [Number(layer), unit === 'mlp' ? 'mlp' : Number(unit)] as const;
+  });
 }
 
 function parseIds(text: string, vocabSize: number): Uint32Array {

@@ -71,13 +71,13 @@ export class Live {
   }
 
   /** A keystroke in the prompt box (or any new prompt text; `typed` false for an undo or redo,
-   * which keeps the redo history). */
-  edit(text: string, typed = true): void {
+   * which keeps the redo history). Settles once the views show this text (or a newer one). */
+  async edit(text: string, typed = true): Promise<void> {
     if (typed) this.undone.length = 0;
     const keystroke = this.clock.keystroke();
     this.generation++;
     this.store.set({ prompt: text, generating: false });
-    void this.runPrompt(text, keystroke);
+    await this.runPrompt(text, keystroke);
   }
 
   /** Replaces the prompt with itself wrapped in the model's chat template (instruct models). A
@@ -87,7 +87,7 @@ export class Live {
     if (!engine?.info.hasChatTemplate) return;
     const text = this.store.state.prompt;
     if (await isWrapped(engine, text)) return;
-    this.edit(await engine.chatPrompt(text));
+    await this.edit(await engine.chatPrompt(text));
   }
 
   /** The current trace as a safetensors file (every captured tensor), or undefined before a run. */
@@ -206,7 +206,7 @@ export class Live {
     if (!last || last[now] !== this.store.state.prompt) return false;
     from.pop();
     to.push(last);
-    this.edit(last[then], false);
+    void this.edit(last[then], false);
     return true;
   }
 

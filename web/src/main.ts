@@ -14,6 +14,7 @@ import { mountAttentionDetail } from './views/attention-detail.ts';
 import { mountBackendPicker } from './views/backend-picker.ts';
 import { mountAttentionGrid } from './views/attention-grid.ts';
 import { mountDiagnostics } from './views/diagnostics.ts';
+import { mountInstruments } from './views/instruments.ts';
 import { mountLayerNorm } from './views/layernorm.ts';
 import { mountModelPicker } from './views/model-picker.ts';
 import { mountNextToken } from './views/next-token.ts';
@@ -63,6 +64,9 @@ const store = new Store({
   highlight: address.highlight,
   finderKey: undefined,
   ablated: address.ablated,
+  instrument: address.instrument,
+  lensTarget: address.lensTarget,
+  comparePrompt: address.comparePrompt,
 });
 
 const live = new Live(store);
@@ -79,13 +83,15 @@ const loader = new Loader(store, (model) => {
   const wanted = restore?.head;
   const head = wanted && wanted.layer < nLayer && wanted.head < nHead ? wanted : { layer: 0, head: 0 };
   const { query, finderKey } = restore ?? {};
+  // A target token id means nothing in another vocabulary: only the first model keeps the address's.
+  const lensTarget = restore ? store.state.lensTarget : undefined;
   restore = undefined;
-  // Ablated heads this model does not have are dropped.
+  // Ablated heads and MLPs this model does not have are dropped.
   const ablated = store.state.ablated.filter((name) => {
-    const [l, h] = name.split('.').map(Number);
-    return l! < nLayer && h! < nHead;
+    const [layer, unit] = name.split('.');
+    return Number(layer) < nLayer && (unit === 'mlp' || Number(unit) < nHead);
   });
-  store.set({ model, loading: undefined, analysis: undefined, next: undefined, headScores: undefined, finderKey, ablated, head, query, redraw: NO_REDRAWS });
+  store.set({ model, loading: undefined, analysis: undefined, next: undefined, headScores: undefined, finderKey, ablated, head, query, lensTarget, redraw: NO_REDRAWS });
   live.modelChanged();
 }, threadsParameter());
 live.onCrash = (trap) => void loader.restart(trap);
@@ -118,6 +124,7 @@ mountNextToken(panel('next-panel'), store, live);
 mountAttentionGrid(panel('grid-panel'), store, live);
 mountAttentionDetail(panel('detail-panel'), store, live);
 mountLayerNorm(panel('layernorm-panel'), store);
+mountInstruments(panel('instruments-panel'), store, live);
 mountDiagnostics(panel('diagnostics-panel'), store);
 mountAnnouncer(document.body, store);
 followInAddress(store);

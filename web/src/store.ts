@@ -38,6 +38,9 @@ export type DetectorSource = 'off' | 'repeated' | 'prompt';
 /** The detectors, as `HeadScores` names them. */
 export type DetectorKind = 'previousToken' | 'firstToken' | 'duplicateToken' | 'induction';
 
+/** The open instrument of the instruments panel. */
+export type Instrument = 'lens' | 'attribution' | 'patching';
+
 export interface HeadRef {
   layer: number;
   head: number;
@@ -79,8 +82,14 @@ export interface State {
   /** The head finder's key position: the grid ranks heads by the picked (else last) query's
    * weight on it. */
   finderKey: number | undefined;
-  /** Zero-ablated heads, `"layer.head"`, sorted: every view shows the run without them. */
+  /** Zero-ablated heads (`"layer.head"`) and MLPs (`"layer.mlp"`), sorted: every view shows the run without them. */
   ablated: readonly string[];
+  /** The open instrument (logit lens, attribution, patching), if any. */
+  instrument: Instrument | undefined;
+  /** The token the logit lens follows through the depth (else each position's final top token). */
+  lensTarget: number | undefined;
+  /** Patching's corrupted prompt (the prompt box holds the clean one). */
+  comparePrompt: string | undefined;
 }
 
 export type Listener = (state: Readonly<State>, changed: ReadonlySet<keyof State>) => void;

@@ -108,14 +108,25 @@ export function capture(value: unknown, name = 'capture'): HookName[] | undefine
   return [...value] as HookName[];
 }
 
-/** Heads as `[layer, head]` pairs of integers ≥ 0 (the engine checks that they exist). */
-export function heads(value: unknown, name = 'heads'): [number, number][] {
-  if (!Array.isArray(value)) throw new TypeError(`${name} must be an array of [layer, head] pairs, not ${show(value)}`);
+/** Heads as `[layer, head]` and MLPs as `[layer, 'mlp']`, integers in [0, 1024) (the engine checks that they exist). */
+export function ablation(value: unknown, name = 'ablation'): [number, number | 'mlp'][] {
+  if (!Array.isArray(value)) throw new TypeError(`${name} must be an array of [layer, head] or [layer, 'mlp'] pairs, not ${show(value)}`);
   return value.map((pair: unknown, i) => {
-    if (!Array.isArray(pair) || pair.length !== 2) throw new TypeError(`${name}[${i}] must be a [layer, head] pair, not ${show(pair)}`);
-    const [layer, head] = pair.map((n: unknown, j) => integer(n, `${name}[${i}][${j}]`, 0, 1024, '[0, 1024)'));
-    return [layer!, head!];
+    if (!Array.isArray(pair) || pair.length !== 2) throw new TypeError(`${name}[${i}] must be a [layer, head] or [layer, 'mlp'] pair, not ${show(pair)}`);
+    const layer = integer(pair[0], `${name}[${i}][0]`, 0, 1024, '[0, 1024)');
+    const unit = pair[1] === 'mlp' ? 'mlp' : integer(pair[1], `${name}[${i}][1]`, 0, 1024, "[0, 1024) or 'mlp'");
+    return [layer, unit];
   });
+}
+
+/** An ablation as the engine spells it: `layer.head` / `layer.mlp`. */
+export function ablationNames(units: readonly (readonly [number, number | 'mlp'])[]): string[] {
+  return units.map(([layer, unit]) => `${layer}.${unit}`);
+}
+
+/** An optional whole number ≥ 0 below `max` (undefined stays undefined). */
+export function optionalIndex(value: unknown, name: string, max: number): number | undefined {
+  return value === undefined ? undefined : integer(value, name, 0, max, `[0, ${max})`);
 }
 
 /** A size in bytes: an integer in [0, 2^53). */

@@ -5,7 +5,26 @@ import * as check from './check.js';
 import { EngineCrashedError } from './crash.js';
 import { iteratePieces, type Pieces } from './pieces.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
-import type { Backend, BackendChoice, BackendInfo, HeadScores, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+import type {
+  AblationUnit,
+  Attribution,
+  AttributionOptions,
+  Backend,
+  BackendChoice,
+  BackendInfo,
+  HeadScores,
+  HookName,
+  InitOptions,
+  LogitLens,
+  LogitLensOptions,
+  ModelFiles,
+  ModelInfo,
+  PatchRequest,
+  PatchScores,
+  SamplingParams,
+  Tensor,
+  TokenProb,
+} from './types.js';
 
 /**
  * `threads` as in `init`; `backend` is where loaded models run (default `cpu`): `webgpu` (and
@@ -33,7 +52,10 @@ export async function createWorkerClient(options: WorkerClientOptions = {}): Pro
 
 /** Requests and their responses, matched by id; worker-side objects released when their handles are collected. */
 class Connection {
-  private readonly pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  private readonly pending = new Map<
+    number,
+    { resolve(value: unknown): void; reject(error: Error): void; progress?: ((done: number, total: number) => void) | undefined }
+  >();
   private nextId = 1;
   readonly releaseTrace = new FinalizationRegistry<number>((id) => this.call('releaseTrace', id).catch(() => {}));
   readonly closeSession = new FinalizationRegistry<number>((id) => this.call('closeSession', id).catch(() => {}));
@@ -47,12 +69,17 @@ class Connection {
     return this.request(op, args, []);
   }
 
-  request<K extends Operation>(op: K, args: Args<K>, transfer: Transferable[]): Promise<Result<K>> {
+  request<K extends Operation>(
+    op: K,
+    args: Args<K>,
+    transfer: Transferable[],
+    progress?: (done: number, total: number) => void,
+  ): Promise<Result<K>> {
     const id = this.nextId++;
     return new Promise<Result<K>>((resolve, reject) => {
       // Throwing here (a DataCloneError) rejects this promise with nothing left pending.
       this.worker.postMessage({ id, op, args } as Request, transfer);
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, progress });
     });
   }
 
@@ -64,6 +91,10 @@ class Connection {
   private settle(response: Response): void {
     const pending = this.pending.get(response.id);
     if (!pending) return;
+    if ('progress' in response) {
+      pending.progress?.(...response.progress);
+      return;
+    }
     this.pending.delete(response.id);
     if (response.ok) {
       pending.resolve(response.result);
@@ -175,6 +206,30 @@ export class GptlensWorker {
     return this.connection.call('repeatedRandomTokens', check.seed(seed) ?? 0);
   }
 
+  /** Activation patching in the worker (see Model.patch); `onProgress` follows its runs. */
+  async patch(request: PatchRequest, options: { onProgress?: ((done: number, total: number) => void) | undefined } = {}): Promise<PatchScores> {
+    const vocab = this.vocabSize();
+    const args: Args<'patch'> = [
+      check.tokenIds(request.clean, vocab, 'clean'),
+      check.tokenIds(request.corrupt, vocab, 'corrupt'),
+      check.tokenId(request.answer, vocab, 'answer'),
+      check.tokenId(request.wrong, vocab, 'wrong'),
+    ];
+    return this.connection.request('patch', args, [], options.onProgress);
+  }
+
+  /** The logit lens in the worker (see Model.logitLens). */
+  async logitLens(tokens: Uint32Array | readonly number[], options: LogitLensOptions = {}): Promise<LogitLens> {
+    const ablate = options.ablate && check.ablation(options.ablate);
+    return this.connection.call('logitLens', check.tokenIds(tokens, this.vocabSize()), { ...options, ablate });
+  }
+
+  /** Direct logit attribution in the worker (see Model.attribution). */
+  async attribution(tokens: Uint32Array | readonly number[], options: AttributionOptions = {}): Promise<Attribution> {
+    const ablate = options.ablate && check.ablation(options.ablate);
+    return this.connection.call('attribution', check.tokenIds(tokens, this.vocabSize()), { ...options, ablate });
+  }
+
   /** Bytes of the worker's engine memory: the most that loading and running ever took (wasm memory never shrinks). */
   engineMemory(): Promise<number> {
     return this.connection.call('engineMemory');
@@ -272,9 +327,9 @@ export class WorkerSession {
     return this.connection.call('sessionReset', this.id);
   }
 
-  /** Zero-ablates these heads (`[layer, head]` pairs) in every run from now on; see Session.setAblation. */
-  async setAblation(heads: readonly (readonly [number, number])[]): Promise<void> {
-    return this.connection.call('sessionSetAblation', this.id, check.heads(heads));
+  /** Zero-ablates these heads (`[layer, head]`) and MLPs (`[layer, 'mlp']`) in every run from now on; see Session.setAblation. */
+  async setAblation(units: readonly AblationUnit[]): Promise<void> {
+    return this.connection.call('sessionSetAblation', this.id, check.ablation(units));
   }
 
   close(): Promise<void> {

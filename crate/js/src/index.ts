@@ -14,7 +14,10 @@ export { GgufLoader, Model, Session, Trace } from './model.js';
 export { createWorkerClient, GptlensWorker, WorkerSession, WorkerTrace, type WorkerClientOptions } from './client.js';
 export { coalesceLatest } from './coalesce.js';
 export type {
+  AblationUnit,
   AdapterInfo,
+  Attribution,
+  AttributionOptions,
   Backend,
   BackendChoice,
   BackendInfo,
@@ -23,8 +26,12 @@ export type {
   HookName,
   InitOptions,
   LoadOptions,
+  LogitLens,
+  LogitLensOptions,
   ModelFiles,
   ModelInfo,
+  PatchRequest,
+  PatchScores,
   SamplingParams,
   Tensor,
   TokenProb,

@@ -9,7 +9,25 @@ import * as check from './check.js';
 import { guarded, intoEngine } from './crash.js';
 import { selectBackend } from './gpu.js';
 import { iteratePieces, type Pieces } from './pieces.js';
-import type { BackendChoice, BackendInfo, HeadScores, HookName, LoadOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+import type {
+  AblationUnit,
+  Attribution,
+  AttributionOptions,
+  BackendChoice,
+  BackendInfo,
+  HeadScores,
+  HookName,
+  LoadOptions,
+  LogitLens,
+  LogitLensOptions,
+  ModelFiles,
+  ModelInfo,
+  PatchRequest,
+  PatchScores,
+  SamplingParams,
+  Tensor,
+  TokenProb,
+} from './types.js';
 
 type RawModel = Glue['Model']['prototype'];
 type RawSession = Glue['Session']['prototype'];
@@ -139,6 +157,44 @@ export class Model {
   }
 
   /**
+   * Activation patching (on the CPU): how much of logit[answer] − logit[wrong] at the last
+   * position each clean `hook_resid_pre` (layer × position) and each clean head's `hook_z`
+   * (layer × head) restores when patched into the corrupted run; 1 = all of it, 0 = none.
+   * `onProgress(done, total)` follows its runs (2 + layers × (positions + heads)).
+   */
+  patch(request: PatchRequest, options: { onProgress?: ((done: number, total: number) => void) | undefined } = {}): PatchScores {
+    const clean = check.tokenIds(request.clean, this.vocab, 'clean');
+    const corrupt = check.tokenIds(request.corrupt, this.vocab, 'corrupt');
+    const answer = check.tokenId(request.answer, this.vocab, 'answer');
+    const wrong = check.tokenId(request.wrong, this.vocab, 'wrong');
+    return this.raw.patch(clean, corrupt, answer, wrong, options.onProgress);
+  }
+
+  /**
+   * The logit lens (on the CPU): what each layer's residual predicts at positions `first..`
+   * (rows 0..nLayer−1 read `blocks.{l}.hook_resid_pre`, row nLayer is the model's output).
+   */
+  logitLens(tokens: Uint32Array | readonly number[], options: LogitLensOptions = {}): LogitLens {
+    const ids = check.tokenIds(tokens, this.vocab);
+    const first = check.optionalIndex(options.first, 'first', Math.max(ids.length, 1)) ?? 0;
+    const k = check.count(options.k ?? 5, 'k', this.vocab);
+    const target = options.target === undefined ? undefined : check.tokenId(options.target, this.vocab, 'target');
+    return this.raw.logitLens(ids, first, k, target, check.ablationNames(check.ablation(options.ablate ?? [])));
+  }
+
+  /**
+   * Direct logit attribution (on the CPU): each head's, MLP's, embedding's and bias's direct
+   * contribution to logit[answer] − logit[wrong] at a position, the final norm's scale frozen.
+   */
+  attribution(tokens: Uint32Array | readonly number[], options: AttributionOptions = {}): Attribution {
+    const ids = check.tokenIds(tokens, this.vocab);
+    const position = check.optionalIndex(options.position, 'position', Math.max(ids.length, 1));
+    const answer = options.answer === undefined ? undefined : check.tokenId(options.answer, this.vocab, 'answer');
+    const wrong = options.wrong === undefined ? undefined : check.tokenId(options.wrong, this.vocab, 'wrong');
+    return this.raw.attribution(ids, position, answer, wrong, check.ablationNames(check.ablation(options.ablate ?? [])));
+  }
+
+  /**
    * A fresh forward pass. `capture`: hooks to record; every hook when omitted, none for `[]`.
    * CPU only: on WebGPU use `runAsync`.
    */
@@ -225,13 +281,13 @@ export class Session {
   }
 
   /**
-   * Zero-ablates these heads (`[layer, head]` pairs) in every run from now on — their outputs
-   * are zeroed before the output projection, so later layers and the logits run without them;
-   * `[]` for none. A change empties the cache (the next run computes every position). On WebGPU,
-   * heads below 32 of a layer.
+   * Zero-ablates these heads (`[layer, head]`) and MLPs (`[layer, 'mlp']`) in every run from now
+   * on — their outputs are zeroed before they join the residual, so later layers and the logits
+   * run without them; `[]` for none. A change empties the cache (the next run computes every
+   * position). On WebGPU, heads below 32 of a layer, and no MLPs.
    */
-  setAblation(heads: readonly (readonly [number, number])[]): void {
-    this.raw.setAblation(check.heads(heads).map(([layer, head]) => `${layer}.${head}`));
+  setAblation(units: readonly AblationUnit[]): void {
+    this.raw.setAblation(check.ablationNames(check.ablation(units)));
   }
 
   /** Next-token logits after the last token, `[vocabSize]`. */

@@ -1,7 +1,25 @@
 // The messages between GptlensWorker (page side) and worker.ts (the engine's module Worker).
 // One table lists every operation with its arguments and result; the request and response
 // unions are derived from it, so both sides are checked against the same definition.
-import type { Backend, BackendChoice, BackendInfo, HeadScores, HookName, InitOptions, ModelFiles, ModelInfo, SamplingParams, Tensor, TokenProb } from './types.js';
+import type {
+  AblationUnit,
+  Attribution,
+  AttributionOptions,
+  Backend,
+  BackendChoice,
+  BackendInfo,
+  HeadScores,
+  HookName,
+  InitOptions,
+  LogitLens,
+  LogitLensOptions,
+  ModelFiles,
+  ModelInfo,
+  PatchScores,
+  SamplingParams,
+  Tensor,
+  TokenProb,
+} from './types.js';
 
 /** A trace as it crosses to the page: its tensors are transferred, the worker keeps the rest under `id`. */
 export interface TraceData {
@@ -39,13 +57,17 @@ export interface Operations {
   sessionTokens: { args: [session: SessionId]; result: Uint32Array };
   sessionLastLogits: { args: [session: SessionId]; result: Float32Array };
   sessionReset: { args: [session: SessionId]; result: void };
-  sessionSetAblation: { args: [session: SessionId, heads: [number, number][]]; result: void };
+  sessionSetAblation: { args: [session: SessionId, units: AblationUnit[]]; result: void };
   closeSession: { args: [session: SessionId]; result: void };
   traceProbs: { args: [trace: TraceId, pos: number, temperature: number]; result: Float32Array };
   traceTopK: { args: [trace: TraceId, k: number, params: SamplingParams | undefined]; result: TokenProb[] };
   traceSafetensors: { args: [trace: TraceId]; result: Uint8Array };
   traceHeadScores: { args: [trace: TraceId]; result: HeadScores };
   repeatedRandomTokens: { args: [seed: number]; result: Uint32Array };
+  /** Sends `progress` messages for its id while it runs. */
+  patch: { args: [clean: Uint32Array, corrupt: Uint32Array, answer: number, wrong: number]; result: PatchScores };
+  logitLens: { args: [tokens: Uint32Array, options: LogitLensOptions]; result: LogitLens };
+  attribution: { args: [tokens: Uint32Array, options: AttributionOptions]; result: Attribution };
   releaseTrace: { args: [trace: TraceId]; result: void };
   /** Tests only: crashes the engine on purpose (see `abortForTesting`). */
   abortForTesting: { args: [inFuture: boolean]; result: void };
@@ -59,7 +81,9 @@ export type Request = { [K in Operation]: { id: number; op: K; args: Args<K> } }
 
 export type Response =
   | { [K in Operation]: { id: number; op: K; ok: true; result: Result<K> } }[Operation]
-  | { id: number; op: Operation; ok: false; error: { name: string; message: string } };
+  | { id: number; op: Operation; ok: false; error: { name: string; message: string } }
+  /** A long request's progress, before its answer. */
+  | { id: number; op: Operation; progress: [done: number, total: number] };
 
 /**
  * The buffers in a message that can move instead of being copied: those a typed array owns whole.

@@ -1,9 +1,9 @@
 // The plain data of the public API. The engine's records are declared once, in the wasm
 // bindings (crate/src/bindings/mod.rs, TYPES); this file re-exports them, with hook names narrowed
 // from `string` to `HookName`, and declares what only this package makes.
-import type { AdapterInfo, HeadScores, ModelInfo as EngineModelInfo } from '../wasm/st/gptlens.js';
+import type { AdapterInfo, Attribution, HeadScores, LogitLens, ModelInfo as EngineModelInfo, PatchScores } from '../wasm/st/gptlens.js';
 
-export type { AdapterInfo, HeadScores };
+export type { AdapterInfo, Attribution, HeadScores, LogitLens, PatchScores };
 
 /** A TransformerLens-style hook name (see `ModelInfo.hooks` for the ones a given model offers). */
 export type HookName =
@@ -11,7 +11,10 @@ export type HookName =
   | `blocks.${number}.${'ln1' | 'ln2'}.${'hook_scale' | 'hook_mean'}`
   | `ln_final.${'hook_scale' | 'hook_mean'}`
   | `blocks.${number}.hook_resid_post.norm`
-  | 'logits';
+  | 'logits'
+  | `blocks.${number}.${'hook_resid_pre' | 'hook_resid_mid' | 'hook_resid_post' | 'hook_mlp_out'}`
+  | `blocks.${number}.attn.${'hook_z' | 'hook_result'}`
+  | 'lens.logits';
 
 /** A captured tensor: row-major f32 values. Shapes: attention `[H, T, T]`, logits `[T, V]`, statistics `[T]`. */
 export interface Tensor {
@@ -20,9 +23,42 @@ export interface Tensor {
 }
 
 /** Hyperparameters, size and hooks of a model (declared with the engine's records in crate/src/bindings). */
-export interface ModelInfo extends Omit<EngineModelInfo, 'hooks'> {
-  /** Every hook this model can capture, layer by layer. */
+export interface ModelInfo extends Omit<EngineModelInfo, 'hooks' | 'standardHooks'> {
+  /** Every hook this model can capture: the standard set, then the activations recorded only when named. */
   hooks: HookName[];
+  /** The hooks a run records when none are named. */
+  standardHooks: HookName[];
+}
+
+/** A part of the model to ablate: head `[layer, head]`, or the whole MLP of a layer `[layer, 'mlp']`. */
+export type AblationUnit = readonly [layer: number, unit: number | 'mlp'];
+
+/** `Model.patch`'s question: two prompts of the same length and the two tokens whose logit difference is measured. */
+export interface PatchRequest {
+  clean: Uint32Array | readonly number[];
+  corrupt: Uint32Array | readonly number[];
+  answer: number;
+  wrong: number;
+}
+
+export interface LogitLensOptions {
+  /** First position read (default 0). */
+  first?: number | undefined;
+  /** Tokens listed per layer and position (default 5). */
+  k?: number | undefined;
+  /** A token whose probability is followed through the layers too. */
+  target?: number | undefined;
+  ablate?: readonly AblationUnit[] | undefined;
+}
+
+export interface AttributionOptions {
+  /** Default: the last position. */
+  position?: number | undefined;
+  /** Default: the model's top token at `position`. */
+  answer?: number | undefined;
+  /** Default: the model's second token there. */
+  wrong?: number | undefined;
+  ablate?: readonly AblationUnit[] | undefined;
 }
 
 /** Where a model's forward passes run. `auto`: WebGPU on a hardware adapter, else the CPU. */

@@ -122,6 +122,13 @@ const handlers: Handlers = {
   traceSafetensors: (trace) => found(traces, trace, 'trace').toSafetensors(),
   traceHeadScores: (trace) => loadedModel().headScores(found(traces, trace, 'trace')),
   repeatedRandomTokens: (seed) => loadedModel().repeatedRandomTokens(seed),
+  patch: (clean, corrupt, answer, wrong) => {
+    const id = inFlight;
+    const onProgress = (done: number, total: number) => scope.postMessage({ id, op: 'patch', progress: [done, total] }, []);
+    return loadedModel().patch({ clean, corrupt, answer, wrong }, { onProgress });
+  },
+  logitLens: (tokens, options) => loadedModel().logitLens(tokens, options),
+  attribution: (tokens, options) => loadedModel().attribution(tokens, options),
   releaseTrace: (trace) => {
     traces.get(trace)?.free();
     traces.delete(trace);
@@ -135,6 +142,8 @@ const handlers: Handlers = {
  * would never be answered and every later one would queue behind it.
  */
 let failInFlight: ((error: unknown) => void) | undefined;
+/** The id of the request being handled (requests run one at a time). */
+let inFlight = 0;
 
 function onUncaught(error: unknown, event: Event): void {
   const failure = asEngineFailure(error);
@@ -148,6 +157,7 @@ scope.addEventListener('unhandledrejection', (event) => onUncaught(event.reason,
 async function handle({ id, op, args }: Request): Promise<void> {
   try {
     const run = handlers[op] as (...args: unknown[]) => unknown;
+    inFlight = id;
     const crashed = new Promise<never>((_, reject) => (failInFlight = reject));
     const result = await Promise.race([run(...args), crashed]);
     scope.postMessage({ id, op, ok: true, result } as Response, transferables(result));

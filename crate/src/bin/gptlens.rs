@@ -5,12 +5,14 @@
 #![cfg_attr(target_arch = "wasm32", no_main)]
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use gptlens::backend::{select, BackendChoice};
+use gptlens::instruments::attribution::{Attribution, LogitLens};
+use gptlens::instruments::patching::{patch, PatchRequest};
 use gptlens::instruments::{repeated_random_tokens, Ablation, HeadScores};
 use gptlens::sample::{softmax_with_temperature, Sampler, SamplingParams};
 use gptlens::tokenizer::Tokenizer;
@@ -97,6 +99,73 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Activation patching between a clean and a corrupted prompt of the same length: how much of
+    /// logit[answer] − logit[wrong] at the last position each clean residual (layer × position)
+    /// and each clean head output (layer × head) restores in the corrupted run (1 = all, 0 = none).
+    Patch {
+        /// A model folder, a .safetensors file with its config.json, or a .gguf file.
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, requires = "corrupt", conflicts_with_all = ["clean_tokens", "corrupt_tokens"])]
+        clean: Option<String>,
+        #[arg(long, requires = "clean")]
+        corrupt: Option<String>,
+        /// Token ids, comma-separated.
+        #[arg(long, value_delimiter = ',', requires = "corrupt_tokens")]
+        clean_tokens: Option<Vec<u32>>,
+        #[arg(long, value_delimiter = ',', requires = "clean_tokens")]
+        corrupt_tokens: Option<Vec<u32>>,
+        /// The right answer: a token id, or a text that is exactly one token (e.g. " Mary").
+        #[arg(long)]
+        answer: String,
+        /// The wrong answer the corruption favours, likewise.
+        #[arg(long)]
+        wrong: String,
+        /// How many patches to list per sweep.
+        #[arg(long, default_value_t = 8)]
+        top: usize,
+        /// Print {"clean_diff", "corrupt_diff", "resid_pre": [[… per position] … per layer],
+        /// "heads": [[… per head] … per layer]} instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The logit lens: what each layer's residual predicts at each position (the final norm and
+    /// the unembedding applied to it), with the model's own prediction as the last row.
+    Lens {
+        #[command(flatten)]
+        input: Input,
+        /// The first position shown (default: the last 8 positions).
+        #[arg(long)]
+        from: Option<usize>,
+        /// Tokens listed per layer and position.
+        #[arg(long, default_value_t = 3)]
+        top: usize,
+        /// Also follow this token's probability through the layers: an id or a one-token text.
+        #[arg(long)]
+        target: Option<String>,
+        /// Print the lens as JSON (gptlens::instruments::attribution::LogitLens).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Direct logit attribution: each head's and MLP's direct contribution to
+    /// logit[answer] − logit[wrong] at a position (default: the last; answer and wrong default
+    /// to the model's first and second choice there), the final norm's scale frozen.
+    Attribute {
+        #[command(flatten)]
+        input: Input,
+        #[arg(long)]
+        position: Option<usize>,
+        /// An id or a one-token text.
+        #[arg(long)]
+        answer: Option<String>,
+        #[arg(long)]
+        wrong: Option<String>,
+        /// How many parts to list, largest |contribution| first.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// Continue a prompt, printing text as it is generated.
     Generate {
         #[command(flatten)]
@@ -130,8 +199,9 @@ struct Input {
     /// Token ids, comma-separated, e.g. 15496,11,995.
     #[arg(long, value_delimiter = ',')]
     tokens: Option<Vec<u32>>,
-    /// Zero-ablate these heads (layer.head, comma-separated, e.g. 1.0,2.3): their outputs are
-    /// zeroed before the output projection, so every later hook and the logits run without them.
+    /// Zero-ablate these heads and MLPs (layer.head or layer.mlp, comma-separated, e.g. 1.0,2.mlp):
+    /// their outputs are zeroed before they join the residual, so every later hook and the logits
+    /// run without them.
     #[arg(long)]
     ablate: Option<String>,
 }
@@ -153,6 +223,33 @@ impl Input {
         let ablation = Ablation::parse(self.ablate.as_deref().unwrap_or(""), &ckpt.model.config)?;
         Ok(Loaded { ckpt, tokens, ablation })
     }
+}
+
+/// A token given as an id, or as a text that encodes to exactly one token.
+fn one_token(ckpt: &Checkpoint, given: &str) -> Result<u32> {
+    if let Ok(id) = given.parse::<u32>() {
+        return Ok(id);
+    }
+    match ckpt.tokenizer()?.encode(given)?.as_slice() {
+        [id] => Ok(*id),
+        ids => Err(Error::InvalidArgument(format!(
+            "`{given}` is {} tokens ({ids:?}); give an id or a text that is one token",
+            ids.len()
+        ))),
+    }
+}
+
+/// The strongest `top` entries of a `[rows][cols]` table by |value|, as `(row, col, value)`.
+fn strongest(table: &[Vec<f32>], top: usize) -> Vec<(usize, usize, f32)> {
+    let mut all: Vec<(usize, usize, f32)> =
+        table.iter().enumerate().flat_map(|(r, row)| row.iter().enumerate().map(move |(c, &v)| (r, c, v))).collect();
+    all.sort_by(|a, b| b.2.abs().total_cmp(&a.2.abs()).then((a.0, a.1).cmp(&(b.0, b.1))));
+    all.truncate(top);
+    all
+}
+
+fn json_text(value: &impl serde::Serialize) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::InvalidArgument(e.to_string()))
 }
 
 /// A token's display label; the tokenizer already escapes what cannot be shown (`\n`, `\xE2`).
@@ -326,7 +423,7 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             let config = &ckpt.model.config;
             let spec = match hooks {
                 Some(names) => CaptureSpec::from_names(&names, config)?,
-                None => CaptureSpec::all(config),
+                None => CaptureSpec::standard(config),
             };
             let trace = session(&ckpt, backend, ablation)?.run(&tokens, &spec)?;
             let bytes = trace.to_safetensors()?;
@@ -340,6 +437,117 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
                 out.display(),
                 bytes.len()
             );
+        }
+        Command::Patch { model, clean, corrupt, clean_tokens, corrupt_tokens, answer, wrong, top, json } => {
+            let ckpt = Checkpoint::open(&model)?;
+            let (clean, corrupt) = match (clean, corrupt, clean_tokens, corrupt_tokens) {
+                (_, _, Some(a), Some(b)) => (a, b),
+                (Some(a), Some(b), _, _) => (ckpt.tokenizer()?.encode(&a)?, ckpt.tokenizer()?.encode(&b)?),
+                _ => {
+                    return Err(Error::InvalidArgument(
+                        "give --clean and --corrupt, or --clean-tokens and --corrupt-tokens".into(),
+                    )
+                    .into())
+                }
+            };
+            let (answer, wrong) = (one_token(&ckpt, &answer)?, one_token(&ckpt, &wrong)?);
+            let request = PatchRequest { clean: &clean, corrupt: &corrupt, answer, wrong };
+            let show_progress = std::io::stderr().is_terminal();
+            let scores = patch(&ckpt.model, &request, &mut |done, total| {
+                if show_progress {
+                    eprint!("\rpatching: {done}/{total} runs");
+                }
+            })?;
+            if show_progress {
+                eprintln!();
+            }
+            if json {
+                out!(stdout, "{}", json_text(&scores)?);
+            } else {
+                let tok = ckpt.tokenizer.as_ref();
+                out!(
+                    stdout,
+                    "logit[{}] − logit[{}]: clean {:.4}, corrupted {:.4}; patch scores (1 = restores the clean difference):",
+                    label(tok, answer),
+                    label(tok, wrong),
+                    scores.clean_diff,
+                    scores.corrupt_diff
+                );
+                let at = |t: usize| format!("{t} \"{}\"", label(tok, clean[t]));
+                let resid: Vec<String> = strongest(&scores.resid_pre, top)
+                    .iter()
+                    .map(|(l, t, s)| format!("L{l} @ {} {s:.3}", at(*t)))
+                    .collect();
+                out!(stdout, "  resid_pre (layer @ position): {}", resid.join(", "));
+                let heads: Vec<String> =
+                    strongest(&scores.heads, top).iter().map(|(l, h, s)| format!("{l}.{h} {s:.3}")).collect();
+                out!(stdout, "  heads (layer.head): {}", heads.join(", "));
+            }
+        }
+        Command::Lens { input, from, top, target, json } => {
+            let Loaded { ckpt, tokens, ablation } = input.load()?;
+            let target = target.map(|t| one_token(&ckpt, &t)).transpose()?;
+            let first = from.unwrap_or(tokens.len().saturating_sub(8));
+            let lens = LogitLens::compute(&ckpt.model, &ablation, &tokens, first, top, target)?;
+            if json {
+                out!(stdout, "{}", json_text(&lens)?);
+            } else {
+                let tok = ckpt.tokenizer.as_ref();
+                let cell = |s: String| format!("{:<14}", s.chars().take(13).collect::<String>());
+                let header: String =
+                    tokens[first..].iter().map(|&id| cell(format!("\"{}\"", label(tok, id)))).collect();
+                out!(stdout, "layer  {header}");
+                for (layer, row) in lens.top.iter().enumerate() {
+                    let name = if layer == lens.top.len() - 1 { "out".to_string() } else { layer.to_string() };
+                    let cells: String = row
+                        .iter()
+                        .map(|best| {
+                            best.first().map_or(String::new(), |&(id, p)| format!("{} {:.2}", label(tok, id), p))
+                        })
+                        .map(cell)
+                        .collect();
+                    out!(stdout, "{name:>5}  {cells}");
+                }
+                if let (Some(id), Some(probs)) = (lens.target, &lens.target_prob) {
+                    let last: Vec<String> =
+                        probs.iter().map(|row| format!("{:.3}", row.last().copied().unwrap_or(0.0))).collect();
+                    out!(stdout, "p(\"{}\") at the last position, layer by layer: {}", label(tok, id), last.join(" "));
+                }
+            }
+        }
+        Command::Attribute { input, position, answer, wrong, top, json } => {
+            let Loaded { ckpt, tokens, ablation } = input.load()?;
+            let answer = answer.map(|t| one_token(&ckpt, &t)).transpose()?;
+            let wrong = wrong.map(|t| one_token(&ckpt, &t)).transpose()?;
+            let a = Attribution::compute(&ckpt.model, &ablation, &tokens, position, answer, wrong)?;
+            if json {
+                out!(stdout, "{}", json_text(&a)?);
+            } else {
+                let tok = ckpt.tokenizer.as_ref();
+                out!(
+                    stdout,
+                    "position {}: logit[{}] − logit[{}] = {:.4} (the parts sum to {:.4})",
+                    a.position,
+                    label(tok, a.answer),
+                    label(tok, a.wrong),
+                    a.logit_diff,
+                    a.total
+                );
+                let mut parts: Vec<(String, f32)> = vec![
+                    ("embed".into(), a.embed),
+                    ("pos_embed".into(), a.pos_embed),
+                    ("final norm bias".into(), a.final_bias),
+                ];
+                for (l, row) in a.heads.iter().enumerate() {
+                    parts.extend(row.iter().enumerate().map(|(h, &v)| (format!("head {l}.{h}"), v)));
+                    parts.push((format!("attn bias {l}"), a.attn_bias[l]));
+                    parts.push((format!("mlp {l}"), a.mlps[l]));
+                }
+                parts.sort_by(|x, y| y.1.abs().total_cmp(&x.1.abs()));
+                for (name, v) in parts.iter().take(top) {
+                    out!(stdout, "{name:>16} {v:+.4}");
+                }
+            }
         }
         Command::Generate { input, n, temperature, top_k, top_p, seed, stats } => {
             let Loaded { ckpt, tokens, ablation } = input.load()?;

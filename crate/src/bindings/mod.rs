@@ -65,8 +65,49 @@ export interface ModelInfo {
   /** The token that ends a sequence: generation should stop there. */
   eosTokenId?: number;
   bosTokenId?: number;
-  /** Every hook this model can capture, layer by layer. */
+  /** Every hook this model can capture: the standard set, then the activations recorded only when named. */
   hooks: string[];
+  /** The hooks a run records when none are named (attention patterns, norm statistics, residual norms, logits). */
+  standardHooks: string[];
+}
+/** Activation patching (`Model.patch`): each score is (diff(patched) − diff(corrupt)) / (diff(clean) − diff(corrupt)),
+ * diff = logit[answer] − logit[wrong] at the last position. */
+export interface PatchScores {
+  cleanDiff: number;
+  corruptDiff: number;
+  /** `[layer][position]`: the clean `hook_resid_pre` at one position patched in. */
+  residPre: number[][];
+  /** `[layer][head]`: the clean `hook_z` of one head at every position patched in. */
+  heads: number[][];
+}
+/** The logit lens (`Model.logitLens`) at positions `first..`: rows `0..nLayer` read each layer's `hook_resid_pre`,
+ * row `nLayer` is the model's output. */
+export interface LogitLens {
+  first: number;
+  /** `[layer][position − first][k]`, most probable first. */
+  top: TokenProb[][][];
+  /** The model's own top token at each position. */
+  finalTop: number[];
+  /** `[layer][position − first]`: each layer's probability of `finalTop`. */
+  finalTopProb: number[][];
+  target?: number;
+  targetProb?: number[][];
+}
+/** Direct logit attribution (`Model.attribution`): each part's contribution to logit[answer] − logit[wrong]
+ * at `position`, the final norm's scale frozen; the parts sum to `total` ≈ `logitDiff`. */
+export interface Attribution {
+  position: number;
+  answer: number;
+  wrong: number;
+  logitDiff: number;
+  embed: number;
+  posEmbed: number;
+  /** `[layer][head]`. */
+  heads: number[][];
+  attnBias: number[];
+  mlps: number[];
+  finalBias: number;
+  total: number;
 }
 /** A GPU adapter as the engine sees it (`Gpu.info()`). In a browser WebGPU tells little: `name` is
  * its description (often empty) and `vendor` "unknown"; the package adds the browser's own words. */
@@ -121,11 +162,10 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// Hooks to capture: `None` (JS `undefined`) means every hook, like TransformerLens's
-/// `run_with_cache`; an empty list means none.
+/// Hooks to capture: `None` (JS `undefined`) means the standard set; an empty list means none.
 fn capture_spec(names: Option<Vec<String>>, config: &Config) -> crate::Result<CaptureSpec> {
     match names {
-        None => Ok(CaptureSpec::all(config)),
+        None => Ok(CaptureSpec::standard(config)),
         Some(names) => CaptureSpec::from_names(&names, config),
     }
 }

@@ -13,7 +13,9 @@ use super::Gpu;
 use super::{capture_spec, to_js, Session, Trace};
 use crate::checkpoint::{GgufStream, LoadOptions};
 use crate::error::Error;
-use crate::instruments::{repeated_random_tokens, HeadScores};
+use crate::instruments::attribution::{Attribution, LogitLens};
+use crate::instruments::patching::{patch, PatchRequest};
+use crate::instruments::{repeated_random_tokens, Ablation, HeadScores};
 use crate::tokenizer::Tokenizer;
 use crate::{Backend, Checkpoint, Hook};
 
@@ -53,6 +55,7 @@ struct ModelInfo {
     eos_token_id: Option<u32>,
     bos_token_id: Option<u32>,
     hooks: Vec<String>,
+    standard_hooks: Vec<String>,
 }
 
 #[wasm_bindgen]
@@ -105,7 +108,8 @@ impl Model {
             has_chat_template: self.checkpoint.tokenizer.as_ref().is_some_and(|t| t.chat_template().is_some()),
             eos_token_id: c.eos_token_id,
             bos_token_id: c.bos_token_id,
-            hooks: Hook::all(c).iter().map(Hook::to_string).collect(),
+            hooks: Hook::offered(c).iter().map(Hook::to_string).collect(),
+            standard_hooks: Hook::standard(c).iter().map(Hook::to_string).collect(),
         })
     }
 
@@ -186,6 +190,97 @@ impl Model {
         Ok(repeated_random_tokens(&self.checkpoint.model.config, whole_number(seed, "seed")?))
     }
 
+    /// Activation patching on the CPU (definitions: `crate::instruments::patching`): the clean
+    /// and corrupted prompts (same length), the answer and wrong token; `onProgress(done, total)`
+    /// is called after each of its runs.
+    #[wasm_bindgen(unchecked_return_type = "PatchScores")]
+    pub fn patch(
+        &self,
+        clean: &[u32],
+        corrupt: &[u32],
+        answer: f64,
+        wrong: f64,
+        #[wasm_bindgen(js_name = onProgress)] on_progress: Option<js_sys::Function>,
+    ) -> Result<JsValue, JsError> {
+        let (answer, wrong) = (token_id(answer, "answer")?, token_id(wrong, "wrong")?);
+        let request = PatchRequest { clean, corrupt, answer, wrong };
+        let mut report = |done: usize, total: usize| {
+            if let Some(f) = &on_progress {
+                // A throwing callback must not stop the sweep half-way: its error is dropped.
+                let _ = f.call2(&JsValue::NULL, &(done as f64).into(), &(total as f64).into());
+            }
+        };
+        let s = patch(&self.checkpoint.model, &request, &mut report)?;
+        to_js(&PatchScoresJs {
+            clean_diff: s.clean_diff,
+            corrupt_diff: s.corrupt_diff,
+            resid_pre: &s.resid_pre,
+            heads: &s.heads,
+        })
+    }
+
+    /// The logit lens on the CPU at positions `first..` of `tokens` (`k` tokens per layer and
+    /// position), following `target` too when given; `ablate` as `Session.setAblation`.
+    #[wasm_bindgen(js_name = logitLens, unchecked_return_type = "LogitLens")]
+    pub fn logit_lens(
+        &self,
+        tokens: &[u32],
+        first: f64,
+        k: f64,
+        target: Option<f64>,
+        ablate: Option<Vec<String>>,
+    ) -> Result<JsValue, JsError> {
+        let model = &self.checkpoint.model;
+        let ablation = Ablation::parse(&ablate.unwrap_or_default().join(","), &model.config)?;
+        let first = usize::try_from(whole_number(first, "first")?).unwrap_or(usize::MAX);
+        let k = usize::try_from(whole_number(k, "k")?).unwrap_or(usize::MAX);
+        let target = target.map(|t| token_id(t, "target")).transpose()?;
+        let lens = LogitLens::compute(model, &ablation, tokens, first, k, target)?;
+        let pairs = |rows: &[(u32, f32)]| rows.iter().map(|&(id, prob)| TokenProbJs { id, prob }).collect();
+        to_js(&LogitLensJs {
+            first: lens.first,
+            top: lens.top.iter().map(|layer| layer.iter().map(|best| pairs(best)).collect()).collect(),
+            final_top: &lens.final_top,
+            final_top_prob: &lens.final_top_prob,
+            target: lens.target,
+            target_prob: lens.target_prob.as_deref(),
+        })
+    }
+
+    /// Direct logit attribution on the CPU at `position` (default: the last) for
+    /// `logit[answer] − logit[wrong]` (default: the model's first and second choice there).
+    #[wasm_bindgen(unchecked_return_type = "Attribution")]
+    pub fn attribution(
+        &self,
+        tokens: &[u32],
+        position: Option<f64>,
+        answer: Option<f64>,
+        wrong: Option<f64>,
+        ablate: Option<Vec<String>>,
+    ) -> Result<JsValue, JsError> {
+        let model = &self.checkpoint.model;
+        let ablation = Ablation::parse(&ablate.unwrap_or_default().join(","), &model.config)?;
+        let position = position
+            .map(|p| whole_number(p, "position").map(|p| usize::try_from(p).unwrap_or(usize::MAX)))
+            .transpose()?;
+        let answer = answer.map(|t| token_id(t, "answer")).transpose()?;
+        let wrong = wrong.map(|t| token_id(t, "wrong")).transpose()?;
+        let a = Attribution::compute(model, &ablation, tokens, position, answer, wrong)?;
+        to_js(&AttributionJs {
+            position: a.position,
+            answer: a.answer,
+            wrong: a.wrong,
+            logit_diff: a.logit_diff,
+            embed: a.embed,
+            pos_embed: a.pos_embed,
+            heads: &a.heads,
+            attn_bias: &a.attn_bias,
+            mlps: &a.mlps,
+            final_bias: a.final_bias,
+            total: a.total,
+        })
+    }
+
     /// Sessions made from now on run on the CPU (the GPU's copy is freed with its last session).
     #[wasm_bindgen(js_name = useCpu)]
     pub fn use_cpu(&mut self) {
@@ -211,6 +306,58 @@ struct HeadScoresJs<'a> {
     first_token: &'a [Vec<f32>],
     duplicate_token: &'a [Vec<f32>],
     induction: &'a [Vec<f32>],
+}
+
+/// What `patch()` returns.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PatchScoresJs<'a> {
+    clean_diff: f32,
+    corrupt_diff: f32,
+    resid_pre: &'a [Vec<f32>],
+    heads: &'a [Vec<f32>],
+}
+
+#[derive(Serialize)]
+struct TokenProbJs {
+    id: u32,
+    prob: f32,
+}
+
+/// What `logitLens()` returns.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogitLensJs<'a> {
+    first: usize,
+    top: Vec<Vec<Vec<TokenProbJs>>>,
+    final_top: &'a [u32],
+    final_top_prob: &'a [Vec<f32>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_prob: Option<&'a [Vec<f32>]>,
+}
+
+/// What `attribution()` returns.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AttributionJs<'a> {
+    position: usize,
+    answer: u32,
+    wrong: u32,
+    logit_diff: f32,
+    embed: f32,
+    pos_embed: f32,
+    heads: &'a [Vec<f32>],
+    attn_bias: &'a [f32],
+    mlps: &'a [f32],
+    final_bias: f32,
+    total: f32,
+}
+
+/// A token id from JS: a whole number below 2^32 (the model checks its vocabulary).
+fn token_id(value: f64, what: &str) -> Result<u32, JsError> {
+    u32::try_from(whole_number(value, what)?).map_err(|_| JsError::new(&format!("{what} {value} is not a token id")))
 }
 
 impl Model {

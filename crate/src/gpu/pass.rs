@@ -148,7 +148,7 @@ fn stat_slot(hook: Hook, n_layer: usize) -> Option<usize> {
         Hook::NormMean(s) => Some(site(s, true)),
         Hook::NormScale(s) => Some(site(s, false)),
         Hook::ResidPostNorm(l) => Some(5 * l + 4),
-        Hook::AttnPattern(_) | Hook::Logits => None,
+        _ => None,
     }
 }
 
@@ -623,7 +623,7 @@ impl GpuPass {
                         (region.unwrap_or(0) * per_layer) as u32,
                         c.sliding_window.filter(|_| !c.is_global_layer(layer)).map_or(0, |w| w.size as u32),
                         c.score_divisor().to_bits(),
-                        ablation.in_layer(layer).fold(0u32, |mask, head| mask | 1 << head),
+                        ablation.heads_in_layer(layer).fold(0u32, |mask, head| mask | 1 << head),
                     ];
                     (words, Some((c.n_head as u32, n as u32, 1)))
                 }
@@ -700,7 +700,7 @@ impl GpuPass {
 
         // What to read back: the logits after the last token, then each wanted hook.
         let mut reads = vec![Readback { from: Act2::Logits, offset: floats((rows - 1) * v), floats: v, hook: None }];
-        for hook in crate::trace::Hook::all(c) {
+        for hook in crate::trace::Hook::standard(c) {
             if !wants(hook) {
                 continue;
             }

@@ -101,6 +101,10 @@ pub(crate) struct Activations {
     head_scale: Vec<f32>,
     /// The input of a packed matmul as its kernels read it (see `kernels::packed`): grows once.
     packed_input: Vec<f32>,
+    /// For `hook_result` only (empty until it is captured): one head's slice of `att_out` with
+    /// the other heads zeroed (`[C, q]`), and every head's output (`[C, H, d]`).
+    one_head: Vec<f32>,
+    result: Vec<f32>,
     /// Row (h, t) holds the attention probabilities of query t over keys `0..=pos`: what
     /// `hook_pattern` shows.
     pub(crate) att: Pattern,
@@ -132,6 +136,8 @@ impl Activations {
             head_normed: if gemma { zeros(&[c.q_dim().max(c.kv_dim())]) } else { Vec::new() },
             head_scale: if gemma { zeros(&[c.n_head]) } else { Vec::new() },
             packed_input: Vec::new(),
+            one_head: Vec::new(),
+            result: Vec::new(),
             att: Pattern { data: Vec::new(), n_ctx: c.n_ctx, width: 0 },
             norm_mean: zeros(&[n]),
             norm_scale: zeros(&[n]),
@@ -203,45 +209,69 @@ impl std::ops::Index<std::ops::Range<usize>> for Pattern {
 }
 
 /// Where a chunk's captured values go. The forward pass asks before doing capture-only work
-/// (residual norms, the final norm and logits of every row) and hands over what it computed.
+/// (residual norms, head results, the logit lens, every row's logits) and hands over what it
+/// computed, in the hook's per-position layout ([`crate::trace::Layout`]).
 pub(crate) trait Recorder {
     fn wants(&self, hook: Hook) -> bool;
-    /// Takes the hook's values for the chunk's `n` positions `pos0..` from `acts`.
-    fn record(&mut self, hook: Hook, c: &Config, acts: &Activations, pos0: usize, n: usize);
+    /// Appends values of the chunk's positions to part `part` of the hook (0 unless the hook has
+    /// several, as `lens.logits` has one per layer).
+    fn record(&mut self, hook: Hook, part: usize, values: &[f32]);
 }
 
-/// Runs `tokens` at positions `pos0..`, extending the KV cache. Afterwards `acts.logits` holds
-/// the logits of every row (`[C, V]`) if the recorder wants `logits`, else of the last row only.
+/// Records `values` if the recorder wants `hook`.
+fn capture(rec: &mut dyn Recorder, hook: Hook, values: &[f32]) {
+    if rec.wants(hook) {
+        rec.record(hook, 0, values);
+    }
+}
+
+/// What a chunk starts from: token ids (embedded here), or the residual stream entering a later
+/// layer — activation patching re-runs only the layers after the one it patches.
+#[derive(Clone, Copy)]
+pub(crate) enum ChunkInput<'a> {
+    Tokens(&'a [u32]),
+    /// `[n, d_model]` rows entering block `layer`.
+    Residual {
+        layer: usize,
+        rows: &'a [f32],
+    },
+}
+
+/// Changes to the computation: heads and MLPs ablated (a session setting), and one head's `z`
+/// replaced by given values (activation patching).
+#[derive(Clone, Copy)]
+pub(crate) struct Edits<'a> {
+    pub ablation: &'a Ablation,
+    /// `(layer, head, rows)`: the head's `z` at the chunk's positions becomes `rows`, `[n, d_head]`.
+    pub patch_z: Option<(usize, usize, &'a [f32])>,
+}
+
+/// Runs a chunk at positions `pos0..`, extending the KV cache. Afterwards `acts.logits` holds
+/// the logits of every row (`[C, V]`) if the recorder wants `logits` or `lens.logits`, else of
+/// the last row only.
 pub(crate) fn forward_chunk(
     model: &Model,
     acts: &mut Activations,
     kv: &mut KvCache,
-    tokens: &[u32],
+    input: ChunkInput,
     pos0: usize,
     rec: &mut dyn Recorder,
-    ablation: &Ablation,
+    edits: Edits,
 ) {
     let Model { config: c, weights: w } = model;
-    let (n, d, hd) = (tokens.len(), c.d_model, c.head_dim());
+    let (d, hd) = (c.d_model, c.head_dim());
     let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
     let qkv_dim = q_dim + 2 * kv_dim;
+    let (n, first_layer) = match input {
+        ChunkInput::Tokens(tokens) => (tokens.len(), 0),
+        ChunkInput::Residual { layer, rows } => (rows.len() / d, layer),
+    };
     debug_assert!(n <= CHUNK && pos0 + n <= c.n_ctx);
     kv.reserve(pos0 + n, kv_dim);
 
-    // Embedding: the token's row (times √d for Gemma), plus the position's row (GPT-2) — the
-    // others rotate q and k instead.
-    let embedding_scale = c.arch.embedding_scale(d);
-    for (i, &tok) in tokens.iter().enumerate() {
-        let x = &mut acts.x[i * d..(i + 1) * d];
-        w.row(&w.token_embd, tok as usize, x);
-        if let Some(scale) = embedding_scale {
-            x.iter_mut().for_each(|v| *v *= scale);
-        }
-        if let Some(wpe) = &w.position_embd {
-            let pos = &mut acts.proj[..d];
-            w.row(wpe, pos0 + i, pos);
-            add_into(x, pos);
-        }
+    match input {
+        ChunkInput::Tokens(tokens) => embed(model, acts, tokens, pos0),
+        ChunkInput::Residual { rows, .. } => acts.x[..n * d].copy_from_slice(rows),
     }
     if let Some(r) = c.rope {
         acts.rope_global.fill(pos0, n, hd, r.theta);
@@ -250,10 +280,17 @@ pub(crate) fn forward_chunk(
         acts.rope_local.fill(pos0, n, hd, window.local_theta);
     }
 
-    for (l, lw) in w.layers.iter().enumerate() {
+    let lens = rec.wants(Hook::LensLogits);
+    for (l, lw) in w.layers.iter().enumerate().skip(first_layer) {
+        capture(rec, Hook::ResidPre(l), &acts.x[..n * d]);
+        if lens {
+            normalize(acts, c, w, &w.output_norm, n);
+            unembed(acts, c, w, n);
+            rec.record(Hook::LensLogits, l, &acts.logits[..n * c.vocab_size]);
+        }
         // Attention sublayer: x += W_o · attend(q, k, v), with q | k | v = W_qkv · norm(x).
         normalize(acts, c, w, &lw.attn_norm, n);
-        record_norm(rec, c, acts, NormSite::Ln1(l), pos0, n);
+        record_norm(rec, acts, NormSite::Ln1(l), n);
         let mut col = 0;
         for lin in &lw.attn_qkv {
             linear(&mut acts.qkv[col..], qkv_dim, &acts.xn, w, lin, n, &mut acts.packed_input);
@@ -309,21 +346,40 @@ pub(crate) fn forward_chunk(
                     .copy_from_slice(&acts.heads[(head * n + i) * hd..(head * n + i + 1) * hd]);
             }
         }
-        // Zero-ablated heads contribute nothing to the output projection (their pattern stays).
-        for head in ablation.in_layer(l) {
+        // Zero-ablated heads contribute nothing to the output projection (their pattern stays);
+        // a patched head contributes the values it is given.
+        for head in edits.ablation.heads_in_layer(l) {
             for i in 0..n {
                 acts.att_out[i * q_dim + head * hd..i * q_dim + (head + 1) * hd].fill(0.0);
             }
         }
+        if let Some((_, head, rows)) = edits.patch_z.filter(|&(layer, _, _)| layer == l) {
+            for i in 0..n {
+                acts.att_out[i * q_dim + head * hd..i * q_dim + (head + 1) * hd]
+                    .copy_from_slice(&rows[i * hd..(i + 1) * hd]);
+            }
+        }
         if rec.wants(Hook::AttnPattern(l)) {
-            rec.record(Hook::AttnPattern(l), c, acts, pos0, n);
+            // `acts.att` is [H, CHUNK, n_ctx]; kept position by position, every head each.
+            for i in 0..n {
+                for h in 0..c.n_head {
+                    let row = (h * CHUNK + i) * c.n_ctx;
+                    rec.record(Hook::AttnPattern(l), 0, &acts.att[row..row + pos0 + i + 1]);
+                }
+            }
+        }
+        capture(rec, Hook::AttnZ(l), &acts.att_out[..n * q_dim]);
+        if rec.wants(Hook::AttnResult(l)) {
+            head_results(acts, c, w, &lw.attn_output, n);
+            rec.record(Hook::AttnResult(l), 0, &acts.result[..n * c.n_head * d]);
         }
         linear(&mut acts.proj, d, &acts.att_out, w, &lw.attn_output, n, &mut acts.packed_input);
         add_sublayer(acts, c, w, lw.attn_post_norm.as_ref(), n);
+        capture(rec, Hook::ResidMid(l), &acts.x[..n * d]);
 
         // MLP sublayer: x += W_down · act(W_up · norm(x)), act = GELU, or SwiGLU with W_gate.
         normalize(acts, c, w, &lw.ffn_norm, n);
-        record_norm(rec, c, acts, NormSite::Ln2(l), pos0, n);
+        record_norm(rec, acts, NormSite::Ln2(l), n);
         linear(&mut acts.up, c.d_ff, &acts.xn, w, &lw.ffn_up, n, &mut acts.packed_input);
         let up = &mut acts.up[..n * c.d_ff];
         match (&lw.ffn_gate, c.arch.mlp()) {
@@ -335,34 +391,115 @@ pub(crate) fn forward_chunk(
             (None, _) => pool::for_each_chunk(n, (up, c.d_ff), |_, u| gelu_new(u)),
         }
         linear(&mut acts.proj, d, &acts.up, w, &lw.ffn_down, n, &mut acts.packed_input);
+        if edits.ablation.mlp_in_layer(l) {
+            acts.proj[..n * d].fill(0.0);
+        }
         add_sublayer(acts, c, w, lw.ffn_post_norm.as_ref(), n);
+        // What joined the residual: the projection, or with Gemma's post-norm its normed copy.
+        let added = if lw.ffn_post_norm.is_some() { &acts.xn } else { &acts.proj };
+        capture(rec, Hook::MlpOut(l), &added[..n * d]);
+        capture(rec, Hook::ResidPost(l), &acts.x[..n * d]);
 
         if rec.wants(Hook::ResidPostNorm(l)) {
             norm::row_norms(&acts.x[..n * d], d, &mut acts.resid_norm);
-            rec.record(Hook::ResidPostNorm(l), c, acts, pos0, n);
+            rec.record(Hook::ResidPostNorm(l), 0, &acts.resid_norm[..n]);
         }
     }
 
-    // Final norm and unembedding: for every row when logits (or final-norm statistics) are
-    // captured, else only for the last row, the one that predicts the next token.
-    let all_logits = rec.wants(Hook::Logits);
+    // Final norm and unembedding: for every row when logits (or final-norm statistics, or the
+    // lens) are captured, else only for the last row, the one that predicts the next token.
+    let all_logits = every_row_logits(&|hook| rec.wants(hook));
     let all_rows =
         all_logits || rec.wants(Hook::NormScale(NormSite::Final)) || rec.wants(Hook::NormMean(NormSite::Final));
     let first = if all_rows { 0 } else { n - 1 };
     let rows = n - first;
     acts.x.copy_within(first * d..n * d, 0);
     normalize(acts, c, w, &w.output_norm, rows);
-    record_norm(rec, c, acts, NormSite::Final, pos0, n);
+    record_norm(rec, acts, NormSite::Final, rows);
     let v = c.vocab_size;
     if all_logits {
-        if acts.logits.len() < n * v {
-            acts.logits.resize(n * v, 0.0);
+        unembed(acts, c, w, n);
+        capture(rec, Hook::Logits, &acts.logits[..n * v]);
+        if lens {
+            rec.record(Hook::LensLogits, c.n_layer, &acts.logits[..n * v]);
         }
-        linear(&mut acts.logits, v, &acts.xn, w, &Linear { weight: w.output, bias: None }, n, &mut acts.packed_input);
-        rec.record(Hook::Logits, c, acts, pos0, n);
     } else {
         let last = &acts.xn[(rows - 1) * d..rows * d];
-        linear(&mut acts.logits, v, last, w, &Linear { weight: w.output, bias: None }, 1, &mut acts.packed_input);
+        linear(&mut acts.logits, v, last, w, &unembedding(w), 1, &mut acts.packed_input);
+    }
+}
+
+/// Embeds `tokens` into `acts.x`: the token's row (times √d for Gemma), plus the position's row
+/// (GPT-2) — the others rotate q and k instead.
+fn embed(model: &Model, acts: &mut Activations, tokens: &[u32], pos0: usize) {
+    let Model { config: c, weights: w } = model;
+    let d = c.d_model;
+    let embedding_scale = c.arch.embedding_scale(d);
+    for (i, &tok) in tokens.iter().enumerate() {
+        let x = &mut acts.x[i * d..(i + 1) * d];
+        w.row(&w.token_embd, tok as usize, x);
+        if let Some(scale) = embedding_scale {
+            x.iter_mut().for_each(|v| *v *= scale);
+        }
+        if let Some(wpe) = &w.position_embd {
+            let pos = &mut acts.proj[..d];
+            w.row(wpe, pos0 + i, pos);
+            add_into(x, pos);
+        }
+    }
+}
+
+fn unembedding(w: &Weights) -> Linear {
+    Linear { weight: w.output, bias: None }
+}
+
+/// The logit lens of residual rows (`[n, d]`, any number): the final norm — each row's own
+/// statistics — and the unembedding, as `lens.logits` records them; `[n, V]`.
+pub(crate) fn lens_logits(model: &Model, acts: &mut Activations, rows: &[f32]) -> Vec<f32> {
+    let Model { config: c, weights: w } = model;
+    let (d, v) = (c.d_model, c.vocab_size);
+    let mut out = Vec::with_capacity(rows.len() / d * v);
+    for chunk in rows.chunks(CHUNK * d) {
+        let n = chunk.len() / d;
+        acts.x[..n * d].copy_from_slice(chunk);
+        normalize(acts, c, w, &w.output_norm, n);
+        unembed(acts, c, w, n);
+        out.extend_from_slice(&acts.logits[..n * v]);
+    }
+    out
+}
+
+/// Whether a chunk leaves the logits of every row (not only the last) for hooks `wants` asks for.
+pub(crate) fn every_row_logits(wants: &dyn Fn(Hook) -> bool) -> bool {
+    wants(Hook::Logits) || wants(Hook::LensLogits)
+}
+
+/// `acts.logits[..n·V]` = the unembedding of the first `n` rows of `acts.xn` (final-normed).
+fn unembed(acts: &mut Activations, c: &Config, w: &Weights, n: usize) {
+    let v = c.vocab_size;
+    if acts.logits.len() < n * v {
+        acts.logits.resize(n * v, 0.0);
+    }
+    linear(&mut acts.logits, v, &acts.xn, w, &unembedding(w), n, &mut acts.packed_input);
+}
+
+/// `acts.result[..n·H·d]`: each head's output through its columns of the output projection,
+/// without the bias (`hook_result`), by projecting `att_out` with all other heads zeroed.
+fn head_results(acts: &mut Activations, c: &Config, w: &Weights, w_o: &Linear, n: usize) {
+    let (d, hd, q, heads) = (c.d_model, c.head_dim(), c.q_dim(), c.n_head);
+    acts.one_head.resize(n * q, 0.0);
+    acts.result.resize(n * heads * d, 0.0);
+    let no_bias = Linear { weight: w_o.weight, bias: None };
+    for h in 0..heads {
+        acts.one_head.fill(0.0);
+        for i in 0..n {
+            let cols = i * q + h * hd..i * q + (h + 1) * hd;
+            acts.one_head[cols.clone()].copy_from_slice(&acts.att_out[cols]);
+        }
+        linear(&mut acts.xn, d, &acts.one_head, w, &no_bias, n, &mut acts.packed_input);
+        for i in 0..n {
+            acts.result[(i * heads + h) * d..(i * heads + h + 1) * d].copy_from_slice(&acts.xn[i * d..(i + 1) * d]);
+        }
     }
 }
 
@@ -410,12 +547,9 @@ fn add_sublayer(acts: &mut Activations, c: &Config, w: &Weights, post_norm: Opti
     }
 }
 
-fn record_norm(rec: &mut dyn Recorder, c: &Config, acts: &Activations, site: NormSite, pos0: usize, n: usize) {
-    for hook in [Hook::NormMean(site), Hook::NormScale(site)] {
-        if rec.wants(hook) {
-            rec.record(hook, c, acts, pos0, n);
-        }
-    }
+fn record_norm(rec: &mut dyn Recorder, acts: &Activations, site: NormSite, n: usize) {
+    capture(rec, Hook::NormMean(site), &acts.norm_mean[..n]);
+    capture(rec, Hook::NormScale(site), &acts.norm_scale[..n]);
 }
 
 fn add_into(x: &mut [f32], y: &[f32]) {

@@ -1,8 +1,8 @@
 //! The architecture: hyperparameters, weights, the forward pass and sessions that run it.
 
 mod config;
-mod forward;
-mod session;
+pub(crate) mod forward;
+pub(crate) mod session;
 mod weights;
 
 pub use config::{Arch, Config, Mlp, Rope, RopePairing, SlidingWindow, MAX_DIM};

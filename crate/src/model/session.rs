@@ -14,10 +14,12 @@ use crate::formats::limits::CAPTURE_BUDGET;
 use crate::gpu::{GpuPass, GPU_CHUNK};
 use crate::instruments::Ablation;
 use crate::kernels::pool::run_as_team;
-use crate::model::forward::{forward_chunk, Activations, KvCache, Recorder, CHUNK};
+use crate::model::forward::{
+    every_row_logits, forward_chunk, Activations, ChunkInput, Edits, KvCache, Recorder, CHUNK,
+};
 use crate::model::{Config, Model};
 use crate::sample::Sampler;
-use crate::trace::{CaptureSpec, Hook, Tensor, Trace};
+use crate::trace::{CaptureSpec, Hook, Layout, Tensor, Trace};
 
 pub struct Session {
     model: Arc<Model>,
@@ -114,15 +116,20 @@ impl Session {
     /// (a bit mask); others are refused there.
     pub fn set_ablation(&mut self, ablation: Ablation) -> Result<()> {
         // An ablation made for another model could name heads this one lacks.
-        let ablation = Ablation::heads(ablation.iter(), self.config())?;
+        let ablation = Ablation::new(ablation.heads_iter(), ablation.mlps_iter(), self.config())?;
         #[cfg(feature = "gpu")]
-        if let (Engine::Gpu(_), Some((layer, head))) =
-            (&self.engine, ablation.iter().find(|&(_, h)| h >= crate::gpu::MAX_GPU_ABLATED_HEAD))
-        {
-            return Err(Error::InvalidArgument(format!(
-                "head {layer}.{head} cannot be ablated on the GPU (heads below {} can); use the CPU backend",
-                crate::gpu::MAX_GPU_ABLATED_HEAD
-            )));
+        if let Engine::Gpu(_) = &self.engine {
+            if let Some((layer, head)) = ablation.heads_iter().find(|&(_, h)| h >= crate::gpu::MAX_GPU_ABLATED_HEAD) {
+                return Err(Error::InvalidArgument(format!(
+                    "head {layer}.{head} cannot be ablated on the GPU (heads below {} can); use the CPU backend",
+                    crate::gpu::MAX_GPU_ABLATED_HEAD
+                )));
+            }
+            if let Some(layer) = ablation.mlps_iter().next() {
+                return Err(Error::InvalidArgument(format!(
+                    "MLP {layer}.mlp cannot be ablated on the GPU (heads can); use the CPU backend"
+                )));
+            }
         }
         if ablation != self.ablation {
             self.reset();
@@ -267,6 +274,15 @@ impl Session {
         if let Some(&id) = tokens.iter().find(|&&id| id as usize >= c.vocab_size) {
             return Err(Error::TokenOutOfRange { id, vocab: c.vocab_size });
         }
+        #[cfg(feature = "gpu")]
+        if let Engine::Gpu(_) = &self.engine {
+            let standard = CaptureSpec::standard(c);
+            if let Some(hook) = spec.hooks().find(|&hook| !standard.contains(hook)) {
+                return Err(Error::InvalidArgument(format!(
+                    "`{hook}` is recorded on the CPU backend only (the GPU records the standard hooks)"
+                )));
+            }
+        }
         check_capture(spec, c, after + tokens.len(), self.capture_budget)
     }
 
@@ -307,7 +323,7 @@ impl Session {
                 let spec = &self.captures.spec;
                 let out = pass.forward(chunk, self.tokens.len(), &|hook| spec.contains(hook), &self.ablation).await?;
                 for (hook, values) in out.hooks {
-                    self.captures.append(hook, &values);
+                    self.captures.record(hook, 0, &values);
                 }
                 self.tokens.extend_from_slice(chunk);
                 self.last_logits = out.last_logits;
@@ -332,7 +348,8 @@ impl Session {
         run_as_team(|| {
             for chunk in new.chunks(CHUNK) {
                 let pos0 = tokens.len();
-                forward_chunk(&model, acts, kv, chunk, pos0, captures, ablation);
+                let edits = Edits { ablation, patch_z: None };
+                forward_chunk(&model, acts, kv, ChunkInput::Tokens(chunk), pos0, captures, edits);
                 tokens.extend_from_slice(chunk);
                 last_chunk = chunk.len();
             }
@@ -342,26 +359,16 @@ impl Session {
         }
         // With `logits` captured the last chunk left every row's logits; else just the last row's.
         let v = model.config.vocab_size;
-        let last_row = if self.captures.spec.contains(Hook::Logits) { (last_chunk - 1) * v } else { 0 };
+        let spec = &self.captures.spec;
+        let last_row = if every_row_logits(&|hook| spec.contains(hook)) { (last_chunk - 1) * v } else { 0 };
         self.last_logits.copy_from_slice(&acts.logits[last_row..last_row + v]);
     }
 
     fn trace(&self, computed: usize) -> Trace {
         let c = &self.model.config;
         let t = self.tokens.len();
-        let tensors = self
-            .captures
-            .spec
-            .hooks()
-            .map(|hook| {
-                let stored = self.captures.values.get(&hook).map_or(&[][..], Vec::as_slice);
-                let data = match hook {
-                    Hook::AttnPattern(_) => unpack_triangle(stored, c.n_head, t),
-                    _ => stored.to_vec(),
-                };
-                (hook.to_string(), Tensor { shape: hook.shape(c, t), data })
-            })
-            .collect();
+        let tensors =
+            self.captures.spec.hooks().map(|hook| (hook.to_string(), self.captures.tensor(hook, c, t))).collect();
         Trace { tokens: self.tokens.clone(), last_logits: self.last_logits.clone(), computed, tensors }
     }
 }
@@ -376,10 +383,7 @@ fn check_capture(spec: &CaptureSpec, config: &Config, t: usize, budget: u64) -> 
     let mut patterns = 0u64;
     for hook in spec.hooks() {
         let full = hook.shape(config, t as usize).iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64));
-        let stored = match hook {
-            Hook::AttnPattern(_) => (config.n_head as u64).checked_mul(t.saturating_mul(t + 1) / 2),
-            _ => full,
-        };
+        let stored = hook.stored_len(config, t as usize).map(|n| n as u64);
         let both = full.zip(stored).and_then(|(a, b)| a.checked_add(b)).unwrap_or(u64::MAX);
         floats = floats.saturating_add(both);
         if matches!(hook, Hook::AttnPattern(_)) {
@@ -399,36 +403,25 @@ fn check_capture(spec: &CaptureSpec, config: &Config, t: usize, budget: u64) -> 
     })
 }
 
-/// Captured values of every cached position, per hook, in a per-position layout that grows
-/// by appending and shrinks by truncating:
-/// - attention patterns: position p contributes `H` rows of `p + 1` probabilities;
-/// - logits: `V` values per position; LayerNorm statistics and residual norms: one value.
+/// Captured values of every cached position, per hook and part, in the hook's per-position
+/// layout ([`crate::trace::Layout`]): it grows by appending and shrinks by truncating.
 #[derive(Default)]
-struct Captures {
-    spec: CaptureSpec,
-    values: BTreeMap<Hook, Vec<f32>>,
+pub(crate) struct Captures {
+    pub(crate) spec: CaptureSpec,
+    values: BTreeMap<Hook, Vec<Vec<f32>>>,
 }
 
 impl Captures {
-    fn stored_len(hook: Hook, c: &Config, positions: usize) -> usize {
-        match hook {
-            Hook::AttnPattern(_) => c.n_head * positions * (positions + 1) / 2,
-            Hook::Logits => positions * c.vocab_size,
-            _ => positions,
-        }
+    pub(crate) fn new(spec: &CaptureSpec) -> Captures {
+        let mut captures = Captures::default();
+        captures.narrow_to(spec);
+        captures
     }
 
     fn truncate(&mut self, c: &Config, positions: usize) {
-        for (&hook, v) in self.values.iter_mut() {
-            v.truncate(Self::stored_len(hook, c, positions));
-        }
-    }
-
-    /// Appends values a GPU pass read back, already in the per-position layout above.
-    #[cfg(feature = "gpu")]
-    fn append(&mut self, hook: Hook, values: &[f32]) {
-        if let Some(store) = self.values.get_mut(&hook) {
-            store.extend_from_slice(values);
+        for (&hook, parts) in self.values.iter_mut() {
+            let kept = hook.layout(c).part_len(positions).unwrap_or(usize::MAX);
+            parts.iter_mut().for_each(|part| part.truncate(kept));
         }
     }
 
@@ -441,6 +434,16 @@ impl Captures {
         }
         self.spec = spec.clone();
     }
+
+    /// The tensor of `hook` for `t` positions: parts stacked, attention rows unpacked.
+    pub(crate) fn tensor(&self, hook: Hook, c: &Config, t: usize) -> Tensor {
+        let parts = self.values.get(&hook).map_or(&[][..], Vec::as_slice);
+        let data = match hook.layout(c) {
+            Layout::Triangle { heads } => unpack_triangle(parts.first().map_or(&[][..], Vec::as_slice), heads, t),
+            Layout::Rows { .. } => parts.concat(),
+        };
+        Tensor { shape: hook.shape(c, t), data }
+    }
 }
 
 impl Recorder for Captures {
@@ -448,23 +451,12 @@ impl Recorder for Captures {
         self.spec.contains(hook)
     }
 
-    fn record(&mut self, hook: Hook, c: &Config, acts: &Activations, pos0: usize, n: usize) {
-        let Some(store) = self.values.get_mut(&hook) else { return };
-        match hook {
-            Hook::AttnPattern(_) => {
-                // acts.att is [H, CHUNK, n_ctx]; store position by position, all heads each.
-                for i in 0..n {
-                    for h in 0..c.n_head {
-                        let row = (h * CHUNK + i) * c.n_ctx;
-                        store.extend_from_slice(&acts.att[row..row + pos0 + i + 1]);
-                    }
-                }
-            }
-            Hook::Logits => store.extend_from_slice(&acts.logits[..n * c.vocab_size]),
-            Hook::NormMean(_) => store.extend_from_slice(&acts.norm_mean[..n]),
-            Hook::NormScale(_) => store.extend_from_slice(&acts.norm_scale[..n]),
-            Hook::ResidPostNorm(_) => store.extend_from_slice(&acts.resid_norm[..n]),
+    fn record(&mut self, hook: Hook, part: usize, values: &[f32]) {
+        let Some(parts) = self.values.get_mut(&hook) else { return };
+        if parts.len() <= part {
+            parts.resize(part + 1, Vec::new());
         }
+        parts[part].extend_from_slice(values);
     }
 }
 

@@ -61,20 +61,37 @@ pub fn reference_hooks(reference: &BTreeMap<String, RefTensor>) -> Vec<&str> {
     reference.keys().map(String::as_str).filter(|n| !matches!(*n, "tokens" | "greedy")).collect()
 }
 
-/// Checks one captured hook against PyTorch with the stated tolerances: logits ≤ 1e-4 absolute,
-/// attention probabilities ≤ 1e-5 absolute, LayerNorm scales and residual norms ≤ 1e-5 relative,
-/// LayerNorm means ≤ 1e-5 relative to max(1, |value|). `what` names the run in failure messages.
+/// Checks one captured hook against PyTorch with the stated tolerances: logits (and the logit
+/// lens) ≤ 1e-4 absolute, attention probabilities ≤ 1e-5 absolute, LayerNorm scales and residual
+/// norms ≤ 1e-5 relative, LayerNorm means ≤ 1e-5 relative to max(1, |value|), other activations
+/// (residuals, z, head results, MLP outputs) ≤ 1e-5 × (1 + the tensor's largest |value|).
+/// `what` names the run in failure messages.
 pub fn check_hook(what: &str, name: &str, shape: &[usize], got: &[f32], want: &RefTensor) {
     assert_eq!(shape, want.shape.as_slice(), "{what} {name}");
     assert!(got.iter().all(|x| x.is_finite()), "{what} {name} has a NaN or infinity");
-    let worst = if name == "logits" || name.ends_with("hook_pattern") {
-        max_abs_diff(got, &want.data)
-    } else {
+    let logits = name.ends_with("logits");
+    let (worst, tolerance) = if logits || name.ends_with("hook_pattern") {
+        (max_abs_diff(got, &want.data), if logits { 1e-4 } else { 1e-5 })
+    } else if name.ends_with("hook_scale") || name.ends_with("hook_mean") || name.ends_with(".norm") {
         let floor = if name.ends_with("hook_mean") { 1.0 } else { 0.0 };
-        got.iter().zip(&want.data).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max)
+        (got.iter().zip(&want.data).map(|(a, b)| (a - b).abs() / b.abs().max(floor)).fold(0.0, f32::max), 1e-5)
+    } else {
+        let largest = want.data.iter().fold(0f32, |m, x| m.max(x.abs()));
+        (max_abs_diff(got, &want.data), 1e-5 * (1.0 + largest))
     };
-    let tolerance = if name == "logits" { 1e-4 } else { 1e-5 };
     assert!(worst <= tolerance, "{what} {name}: off by {worst:e} (tolerance {tolerance:e})");
+}
+
+/// The hooks a tests/fixtures/instruments/hooks-*.safetensors reference holds (all but `tokens`
+/// and the ablated run's `ablated.logits`), in name order.
+pub fn activation_hooks(reference: &BTreeMap<String, RefTensor>) -> Vec<&str> {
+    reference.keys().map(String::as_str).filter(|n| !matches!(*n, "tokens" | "ablated.logits")).collect()
+}
+
+/// What `ablated.logits` in a hooks reference ablated, in `--ablate` syntax.
+pub fn reference_ablation(bytes: &[u8]) -> String {
+    let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes).unwrap();
+    metadata.metadata().as_ref().and_then(|m| m.get("ablate")).cloned().unwrap()
 }
 
 /// Checks a trace of a fixture's reference tokens, captured with every hook, against PyTorch:
@@ -100,7 +117,7 @@ pub fn check_trace_against_pytorch(what: &str, trace: &gptlens::Trace, reference
 pub fn check_against_pytorch(model: &str, session: &mut gptlens::Session) {
     let reference = reference(model);
     let tokens = ids(&reference["tokens"]);
-    let spec = gptlens::CaptureSpec::all(&session.config().clone());
+    let spec = gptlens::CaptureSpec::standard(&session.config().clone());
     let trace = session.run(&tokens, &spec).unwrap();
     assert_eq!(trace.last_logits.len(), session.config().vocab_size);
     check_trace_against_pytorch(&format!("{model} on {}", session.backend_name()), &trace, &reference);

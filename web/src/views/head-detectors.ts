@@ -134,10 +134,32 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
       void live.ablationChanged();
     },
   }, 'Clear');
-  const ablationBar = h('div', { class: 'detector-bar', 'data-testid': 'ablation-bar' }, h('span', {}, 'Ablated: '), ablatedList, clearAblation);
+  const mlpLayer = h('select', { 'data-testid': 'ablate-mlp-layer', 'aria-label': 'Layer whose MLP to ablate' });
+  const ablateMlp = h('button', {
+    type: 'button',
+    class: 'quiet',
+    'data-testid': 'ablate-mlp',
+    title: 'Zero this layer’s MLP output (or bring it back): every view then shows the run without it',
+    onclick: () => {
+      const name = `${mlpLayer.value}.mlp`;
+      const { ablated } = store.state;
+      store.set({ ablated: (ablated.includes(name) ? ablated.filter((n) => n !== name) : [...ablated, name]).sort() });
+      void live.ablationChanged();
+    },
+  }, 'Ablate MLP');
+  const ablationBar = h(
+    'div',
+    { class: 'detector-bar', 'data-testid': 'ablation-bar' },
+    h('span', {}, 'Ablated: '),
+    ablatedList,
+    clearAblation,
+    h('span', { class: 'spacer' }),
+    h('label', { class: 'inline-label' }, 'MLP of layer ', mlpLayer),
+    ablateMlp,
+  );
   const showAblated = (ablated: readonly string[]) => {
-    ablationBar.hidden = ablated.length === 0;
-    ablatedList.textContent = ablated.map((name) => `L${name.replace('.', ' H')}`).join(', ');
+    clearAblation.hidden = ablated.length === 0;
+    ablatedList.textContent = ablated.length === 0 ? 'nothing' : ablated.map((name) => (name.endsWith('.mlp') ? `L${name.split('.')[0]} MLP` : `L${name.replace('.', ' H')}`)).join(', ');
   };
   showAblated(store.state.ablated);
   const ranking = h('ol', { class: 'finder-ranking', 'data-testid': 'finder-ranking', 'aria-live': 'polite' });
@@ -200,6 +222,10 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
     if (touched(changed, 'analysis', 'query', 'finderKey')) fillFinder(state.analysis, state.query, state.finderKey);
     if (touched(changed, 'detectors')) source.value = state.detectors;
     if (touched(changed, 'ablated')) showAblated(state.ablated);
+    if (touched(changed, 'model')) {
+      const layers = state.model?.engine.info.nLayer ?? 0;
+      mlpLayer.replaceChildren(...Array.from({ length: layers }, (_, layer) => h('option', { value: String(layer) }, String(layer))));
+    }
     if (touched(changed, 'highlight')) {
       for (const [i, button] of buttons.entries()) button.setAttribute('aria-pressed', String(DETECTORS[i]!.kind === state.highlight));
     }

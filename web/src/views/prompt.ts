@@ -32,7 +32,7 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
     rows: 3,
     spellcheck: false,
     'aria-label': 'Prompt',
-    oninput: () => live.edit(box.value),
+    oninput: () => void live.edit(box.value),
     // Ctrl+Z / Ctrl+Shift+Z (Cmd on macOS; Ctrl+Y too) undo and redo a step, a generation or an
     // appended candidate as one unit; anything else (typing) is the box's own undo.
     onkeydown: (event: KeyboardEvent) => {
@@ -56,7 +56,7 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
     { class: 'examples', role: 'group', 'aria-label': 'Example prompts' },
     h('span', { class: 'muted' }, 'Try:'),
     ...EXAMPLES.map(({ name, prompt, about }) =>
-      h('button', { type: 'button', class: 'example', 'data-testid': 'example', title: `${about}\n\n${prompt}`, onclick: () => live.edit(prompt) }, name),
+      h('button', { type: 'button', class: 'example', 'data-testid': 'example', title: `${about}\n\n${prompt}`, onclick: () => void live.edit(prompt) }, name),
     ),
   );
   const chips = h('ol', { class: 'chips', 'data-testid': 'tokens', 'aria-label': 'Tokens: pick one to follow it as the query' });

@@ -1,6 +1,4 @@
-//! Instruments that read a run's captures and say what the heads do.
-//!
-//! **Head detectors** score every attention head for four patterns TransformerLens's
+//! Head detectors: every attention head scored for four patterns TransformerLens's
 //! `detect_head` popularised, from `blocks.{l}.attn.hook_pattern` (`A[h, q, k]`, each row summing
 //! to 1) and the tokens `t`:
 //!
@@ -13,12 +11,6 @@
 //!
 //! A score with no qualifying query is 0. On a sequence without repeats only the first two say
 //! anything, so heads are usually scored on [`repeated_random_tokens`]: a random half, twice.
-//!
-//! **Ablation** ([`Ablation`], a session setting): chosen heads' outputs are zeroed before the
-//! output projection (TransformerLens's zero-ablation of `hook_z`), so everything after them —
-//! later layers, the logits — runs without them; their own attention pattern is unchanged.
-
-use std::collections::BTreeSet;
 
 use crate::error::{Error, Result};
 use crate::model::Config;
@@ -97,54 +89,6 @@ impl HeadScores {
                 .push(row(|a, _, ks| (!ks.is_empty()).then(|| ks.iter().map(|&k| f64::from(a[k + 1])).sum()), repeats));
         }
         Ok(scores)
-    }
-}
-
-/// Heads whose output is zeroed (zero-ablation): `(layer, head)` pairs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Ablation {
-    heads: BTreeSet<(usize, usize)>,
-}
-
-impl Ablation {
-    pub fn none() -> Ablation {
-        Ablation::default()
-    }
-
-    /// Heads of `config`'s model; one out of range is an error naming it.
-    pub fn heads(heads: impl IntoIterator<Item = (usize, usize)>, config: &Config) -> Result<Ablation> {
-        let heads: BTreeSet<_> = heads.into_iter().collect();
-        if let Some(&(layer, head)) = heads.iter().find(|&&(l, h)| l >= config.n_layer || h >= config.n_head) {
-            return Err(Error::InvalidArgument(format!(
-                "head {layer}.{head} does not exist: the model has {} layers of {} heads",
-                config.n_layer, config.n_head
-            )));
-        }
-        Ok(Ablation { heads })
-    }
-
-    /// `"1.0,2.3"`: layer.head pairs, comma-separated (the CLI's `--ablate`).
-    pub fn parse(text: &str, config: &Config) -> Result<Ablation> {
-        let pair = |item: &str| -> Result<(usize, usize)> {
-            let bad = || Error::InvalidArgument(format!("`{item}` is not layer.head (e.g. 1.0)"));
-            let (layer, head) = item.trim().split_once('.').ok_or_else(bad)?;
-            Ok((layer.parse().map_err(|_| bad())?, head.parse().map_err(|_| bad())?))
-        };
-        let heads = text.split(',').filter(|item| !item.trim().is_empty()).map(pair).collect::<Result<Vec<_>>>()?;
-        Ablation::heads(heads, config)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.heads.is_empty()
-    }
-
-    /// The ablated heads of `layer`.
-    pub fn in_layer(&self, layer: usize) -> impl Iterator<Item = usize> + '_ {
-        self.heads.range((layer, 0)..(layer + 1, 0)).map(|&(_, head)| head)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
-        self.heads.iter().copied()
     }
 }
 

@@ -1,0 +1,11 @@
+//! Instruments that read a run's captures or re-run parts of it, and say what the components do:
+//! head detectors ([`HeadScores`]), ablation ([`Ablation`]), activation patching
+//! ([`patching`]), the logit lens and direct logit attribution ([`attribution`]).
+
+mod ablation;
+pub mod attribution;
+mod heads;
+pub mod patching;
+
+pub use ablation::Ablation;
+pub use heads::{repeated_random_tokens, HeadScores, REPEATED_HALF};

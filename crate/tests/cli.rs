@@ -500,3 +500,24 @@ fn patch_lens_and_attribute_work_on_every_fixture() {
     let long_answer = gptlens(&["lens", "--model", &f32_model(), "--prompt", PROMPT, "--target", "two words"]);
     assert!(String::from_utf8_lossy(&long_answer.stderr).contains("one token"));
 }
+
+/// `--ablate … --mean` replaces heads and MLPs by their means over the prompt: `trace`'s logits
+/// are transformers' with the same replacement (tests/fixtures/instruments/hooks-*.safetensors).
+#[test]
+fn mean_ablation_from_the_cli_matches_pytorch() {
+    let bytes = std::fs::read(fixture("instruments/hooks-llama-tiny.safetensors")).unwrap();
+    let reference = common::reference_from_bytes(&bytes);
+    let tokens: Vec<String> = reference["tokens"].data.iter().map(|&t| (t as u32).to_string()).collect();
+    let out = std::env::temp_dir().join(format!("gptlens-cli-mean-{}.safetensors", std::process::id()));
+    let path = fixture("llama-tiny").display().to_string();
+    let ablate = common::reference_ablation(&bytes);
+    let args =
+        ["trace", "--model", &path, "--tokens", &tokens.join(","), "--hooks", "logits", "--ablate", &ablate, "--mean"];
+    stdout(&gptlens(&[&args[..], &["--out", out.to_str().unwrap()]].concat()));
+    let written = common::reference_from_bytes(&std::fs::read(&out).unwrap());
+    let _ = std::fs::remove_file(&out);
+    let got = &written["logits"];
+    common::check_hook("cli --mean", "mean_ablated.logits", &got.shape, &got.data, &reference["mean_ablated.logits"]);
+    let lonely = gptlens(&["run", "--model", &path, "--tokens", "1,2", "--mean"]);
+    assert!(String::from_utf8_lossy(&lonely.stderr).contains("--ablate"), "--mean needs --ablate");
+}

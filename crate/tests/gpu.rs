@@ -346,5 +346,10 @@ fn a_gpu_session_refuses_cpu_only_hooks_and_mlp_ablation_by_name() {
     let mlp = gptlens::instruments::Ablation::parse("0.mlp", config).unwrap();
     let e = gpu.set_ablation(mlp).unwrap_err().to_string();
     assert!(e.contains("MLP 0.mlp cannot be ablated on the GPU"), "{e}");
+    let mean = gptlens::instruments::Ablation::parse("0.1", config)
+        .unwrap()
+        .replaced_by(gptlens::instruments::AblateWith::Mean);
+    let e = gpu.set_ablation(mean).unwrap_err().to_string();
+    assert!(e.contains("mean-ablation runs on the CPU backend"), "{e}");
     assert_eq!(gpu.run(&[1, 2, 3], &gptlens::CaptureSpec::none()).unwrap().computed, 3);
 }

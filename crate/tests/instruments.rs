@@ -10,7 +10,7 @@ mod common;
 
 use gptlens::instruments::attribution::{Attribution, LogitLens};
 use gptlens::instruments::patching::{patch, patch_runs, PatchRequest};
-use gptlens::instruments::{repeated_random_tokens, Ablation, HeadScores};
+use gptlens::instruments::{repeated_random_tokens, AblateWith, Ablation, HeadScores};
 use gptlens::{CaptureSpec, Hook, Session};
 
 /// Attention probabilities agree within 1e-5 (tests/fixtures/README.md); a score is a mean of
@@ -71,10 +71,14 @@ fn activation_hooks_and_ablations_match_pytorch_on_every_fixture() {
         let (lens, logits) = (&trace.get("lens.logits").unwrap().data, &trace.get("logits").unwrap().data);
         assert_eq!(&lens[lens.len() - logits.len()..], logits.as_slice(), "{model}");
 
-        session.set_ablation(Ablation::parse(&common::reference_ablation(&bytes), config).unwrap()).unwrap();
-        let ablated = session.run(&tokens, &CaptureSpec::from_names(&["logits"], config).unwrap()).unwrap();
-        let got = ablated.get("logits").unwrap();
-        common::check_hook(model, "ablated.logits", &got.shape, &got.data, &reference["ablated.logits"]);
+        let units = Ablation::parse(&common::reference_ablation(&bytes), config).unwrap();
+        let logits = CaptureSpec::from_names(&["logits"], config).unwrap();
+        for (with, key) in [(AblateWith::Zero, "ablated.logits"), (AblateWith::Mean, "mean_ablated.logits")] {
+            session.set_ablation(units.clone().replaced_by(with)).unwrap();
+            let got = session.run(&tokens, &logits).unwrap();
+            let got = got.get("logits").unwrap();
+            common::check_hook(model, key, &got.shape, &got.data, &reference[key]);
+        }
     }
 }
 
@@ -166,6 +170,36 @@ fn an_ablated_session_reuses_its_prefix_exactly() {
     assert_eq!(clean.computed, tokens.len());
     assert_eq!(clean.last_logits, Session::new(checkpoint.model.clone()).run(&tokens, &all).unwrap().last_logits);
     assert_ne!(clean.last_logits, full.last_logits);
+}
+
+/// Mean-ablation follows the prompt: a session that grows its prompt token by token (runs and
+/// steps) ends bit for bit where a fresh session running the whole prompt does, since every new
+/// token moves the means and so every position.
+#[test]
+fn mean_ablation_follows_the_prompt_through_runs_and_steps() {
+    let checkpoint = common::load("gpt2-tiny-f32");
+    let config = &checkpoint.model.config;
+    let ablation = Ablation::parse("0.1,1.mlp", config).unwrap().replaced_by(AblateWith::Mean);
+    let tokens: Vec<u32> = (0..12).map(|i| (i * 37 + 5) % config.vocab_size as u32).collect();
+    let all = CaptureSpec::standard(config);
+    let mut fresh = Session::new(checkpoint.model.clone());
+    fresh.set_ablation(ablation.clone()).unwrap();
+    let whole = fresh.run(&tokens, &all).unwrap();
+    let mut growing = Session::new(checkpoint.model.clone());
+    growing.set_ablation(ablation).unwrap();
+    let part = growing.run(&tokens[..9], &all).unwrap();
+    assert_eq!(part.computed, 9);
+    growing.step(tokens[9]).unwrap();
+    let grown = growing.run(&tokens[..11], &all).unwrap();
+    assert_eq!(grown.computed, 11, "a new token moves the means: every position again");
+    growing.step(tokens[11]).unwrap();
+    let same = growing.run(&tokens, &all).unwrap();
+    assert_eq!(same.computed, 0, "the same prompt again reuses everything");
+    assert_eq!(same.last_logits, whole.last_logits);
+    for name in whole.names() {
+        assert_eq!(same.get(name), whole.get(name), "{name}");
+    }
+    assert_ne!(whole.last_logits, Session::new(checkpoint.model.clone()).run(&tokens, &all).unwrap().last_logits);
 }
 
 #[test]

@@ -109,10 +109,12 @@ fn activation_hooks_and_ablations_match_pytorch() {
     }
     let session = model.session().map_err(message).unwrap();
     let ablate: Vec<String> = common::reference_ablation(bytes).split(',').map(String::from).collect();
-    session.set_ablation(ablate).map_err(message).unwrap();
-    let ablated = session.run(&tokens, Some(vec!["logits".into()])).map_err(message).unwrap();
-    let (shape, got) = tensor(&ablated, "logits");
-    check_hook("the JS API", "ablated.logits", &shape, &got, &reference["ablated.logits"]);
+    for (mean, key) in [(None, "ablated.logits"), (Some(true), "mean_ablated.logits")] {
+        session.set_ablation(ablate.clone(), mean).map_err(message).unwrap();
+        let ablated = session.run(&tokens, Some(vec!["logits".into()])).map_err(message).unwrap();
+        let (shape, got) = tensor(&ablated, "logits");
+        check_hook("the JS API", key, &shape, &got, &reference[key]);
+    }
 }
 
 /// Activation patching and direct logit attribution through the bindings, against
@@ -138,7 +140,7 @@ fn patching_and_attribution_match_pytorch() {
     }
     let want = &expected["gpt2-tiny-f32"]["attribution"];
     let tokens: Vec<u32> = serde_json::from_value(want["tokens"].clone()).unwrap();
-    let got = model.attribution(&tokens, None, None, None, None).map_err(message).unwrap();
+    let got = model.attribution(&tokens, None, None, None, None, None).map_err(message).unwrap();
     let heads: Vec<Vec<f64>> = serde_wasm_bindgen::from_value(get(&got, "heads")).unwrap();
     let want_heads: Vec<Vec<f64>> = serde_json::from_value(want["heads"].clone()).unwrap();
     let worst = heads.iter().flatten().zip(want_heads.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);

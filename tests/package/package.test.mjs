@@ -402,7 +402,7 @@ const hooksReference = parseSafetensors(await readFile(join(process.env.GPTLENS_
 const worstOf = (got, want) => Math.max(...want.flat().map((w, i) => Math.abs(got.flat()[i] - w)));
 
 test('the activation hooks and the logit lens are PyTorch’s', () => {
-  const names = Object.keys(hooksReference.tensors).filter((name) => !['tokens', 'ablated.logits'].includes(name));
+  const names = Object.keys(hooksReference.tensors).filter((name) => !['tokens', 'ablated.logits', 'mean_ablated.logits'].includes(name));
   const trace = model.run(Uint32Array.from(hooksReference.tensors.tokens.data), names);
   for (const name of names) {
     const want = hooksReference.tensors[name];
@@ -477,6 +477,12 @@ test('session.setAblation zeroes heads like PyTorch; [] undoes it; bad heads are
   session.run(Uint32Array.from(hooksReference.tensors.tokens.data), []);
   const vocab = ablated.shape[1];
   assert.ok(close(session.lastLogits(), [...ablated.data.subarray(ablated.data.length - vocab)]) <= 1e-4);
+  // The same units replaced by their means over the prompt's positions.
+  const meanAblated = hooksReference.tensors['mean_ablated.logits'];
+  session.setAblation([[1, 3], [0, 'mlp']], { with: 'mean' });
+  session.run(Uint32Array.from(hooksReference.tensors.tokens.data), []);
+  assert.ok(close(session.lastLogits(), [...meanAblated.data.subarray(meanAblated.data.length - vocab)]) <= 1e-4);
+  assert.throws(() => session.setAblation([[1, 3]], { with: 'median' }), { name: 'TypeError' });
   assert.throws(() => session.setAblation([[9, 'mlp']]), /MLP 9\.mlp does not exist/);
   session.free();
 });

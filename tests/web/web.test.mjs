@@ -1415,6 +1415,28 @@ test('ablation: Ablate zeroes the open head, every view follows, the next token 
   await copy.locator('[data-testid=candidate] .candidate-prob', { hasText: '→' }).first().waitFor();
   assert.deepEqual((await candidates(copy)).map(({ id }) => id), ablated.map(({ id }) => id));
   await copy.close();
+  // The MLP of layer 0 too, and every unit replaced by its mean over the prompt: the package's
+  // mean-ablated session's probabilities; the address says so.
+  await page.getByTestId('ablate-mlp-layer').selectOption('0');
+  await page.getByTestId('ablate-mlp').click();
+  await page.getByTestId('ablated-heads').filter({ hasText: 'L0 H1, L0 MLP, L1 H3' }).waitFor();
+  await page.getByTestId('ablate-with').selectOption('mean');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('ablate_with') === 'mean' && new URL(location.href).searchParams.get('ablate') === '0.1,0.mlp,1.3');
+  const meanSession = engine.session();
+  meanSession.setAblation([[0, 1], [0, 'mlp'], [1, 3]], { with: 'mean' });
+  const meanProbs = meanSession.run(engine.encode(PROMPT), []).probs(engine.encode(PROMPT).length - 1, 1);
+  meanSession.free();
+  const meanTop = meanProbs.indexOf(Math.max(...meanProbs));
+  await page.waitForFunction(
+    ([id, prob]) => {
+      const first = document.querySelector('[data-testid=candidate]');
+      return first !== null && Number(first.dataset.id) === id && Math.abs(Number(first.dataset.prob) - prob) <= 1e-6;
+    },
+    [meanTop, meanProbs[meanTop]],
+  );
+  const meaned = await candidates(page);
+  assert.ok(meaned.every(({ id, prob }) => Math.abs(prob - meanProbs[id]) <= 1e-6), 'the page’s probabilities are the mean-ablated run’s');
+  await page.getByTestId('ablate-with').selectOption('zero');
   // Clear: the clean run again.
   await page.getByTestId('clear-ablation').click();
   await page.waitForFunction(() => ![...document.querySelectorAll('[data-testid=candidate] .candidate-prob')].some((e) => e.textContent.includes('→')));

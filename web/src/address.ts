@@ -4,7 +4,7 @@
 // token, patching's corrupted prompt). Every change replaces the history entry (a prompt
 // being typed, at most every 300 ms), so the address is always a link to what is on screen, and
 // opening it restores that.
-import type { BackendChoice, SamplingParams } from 'gptlens';
+import type { AblateWith, BackendChoice, SamplingParams } from 'gptlens';
 import type { AttentionScale } from './attention-paint.ts';
 import { touched, type DetailView, type DetectorKind, type DetectorSource, type HeadRef, type Instrument, type State, type Store } from './store.ts';
 import type { Theme } from './theme.ts';
@@ -26,6 +26,7 @@ const TRACKED: (keyof State)[] = [
   'highlight',
   'finderKey',
   'ablated',
+  'ablateWith',
   'instrument',
   'lensTarget',
   'comparePrompt',
@@ -51,6 +52,7 @@ export interface AddressState {
   highlight: DetectorKind | undefined;
   finderKey: number | undefined;
   ablated: string[];
+  ablateWith: AblateWith;
   instrument: Instrument | undefined;
   lensTarget: number | undefined;
   comparePrompt: string | undefined;
@@ -93,6 +95,7 @@ export function readAddress(params: URLSearchParams): AddressState {
     detectors: params.get('detect') === 'repeated' || params.get('detect') === 'prompt' ? (params.get('detect') as DetectorSource) : 'off',
     highlight: HIGHLIGHTS[params.get('highlight') ?? ''],
     finderKey: integer(params.get('key'), 0),
+    ablateWith: params.get('ablate_with') === 'mean' ? 'mean' : 'zero',
     instrument: INSTRUMENTS[params.get('inst') ?? ''],
     lensTarget: integer(params.get('target'), 0),
     comparePrompt: params.get('compare') ?? undefined,
@@ -122,6 +125,7 @@ export function addressOf(state: Readonly<State>, current: string): URL {
   put('highlight', Object.entries(HIGHLIGHTS).find(([, kind]) => kind === state.highlight)?.[0]);
   put('key', state.finderKey);
   put('ablate', state.ablated.length > 0 ? state.ablated.join(',') : undefined);
+  put('ablate_with', state.ablateWith === 'mean' ? 'mean' : undefined);
   put('inst', Object.entries(INSTRUMENTS).find(([, instrument]) => instrument === state.instrument)?.[0]);
   put('target', state.lensTarget);
   put('compare', state.comparePrompt || undefined);

@@ -4,6 +4,7 @@
 // then frees all its memory (wasm memory never shrinks).
 import {
   createWorkerClient,
+  type AblateWith,
   type AblationUnit,
   type Attribution,
   type Backend,
@@ -171,9 +172,9 @@ export class Engine {
     }
   }
 
-  /** Zero-ablates these heads (`"layer.head"`) and MLPs (`"layer.mlp"`) in the session's runs from now on. */
-  setAblation(ablated: readonly string[]): Promise<void> {
-    return this.session.setAblation(ablationUnits(ablated));
+  /** Ablates these heads (`"layer.head"`) and MLPs (`"layer.mlp"`) with zero or their means in the session's runs from now on. */
+  setAblation(ablated: readonly string[], ablateWith: AblateWith): Promise<void> {
+    return this.session.setAblation(ablationUnits(ablated), { with: ablateWith });
   }
 
   /** The next-token probabilities of `tokens` without any ablation: a run of its own, outside the session. */
@@ -187,13 +188,18 @@ export class Engine {
   }
 
   /** The logit lens at positions `first..` of `tokens` (with the page's ablation), following `target`. */
-  logitLens(tokens: Uint32Array, first: number, target: number | undefined, ablated: readonly string[]): Promise<LogitLens> {
-    return this.client.logitLens(tokens, { first, k: 3, target, ablate: ablationUnits(ablated) });
+  logitLens(tokens: Uint32Array, first: number, target: number | undefined, ablated: readonly string[], ablateWith: AblateWith): Promise<LogitLens> {
+    return this.client.logitLens(tokens, { first, k: 3, target, ablate: ablationUnits(ablated), ablateWith });
   }
 
   /** Direct logit attribution at `position` for logit[answer] − logit[wrong] (defaults: the top two). */
-  attribution(tokens: Uint32Array, options: { position?: number | undefined; answer?: number | undefined; wrong?: number | undefined }, ablated: readonly string[]): Promise<Attribution> {
-    return this.client.attribution(tokens, { ...options, ablate: ablationUnits(ablated) });
+  attribution(
+    tokens: Uint32Array,
+    options: { position?: number | undefined; answer?: number | undefined; wrong?: number | undefined },
+    ablated: readonly string[],
+    ablateWith: AblateWith,
+  ): Promise<Attribution> {
+    return this.client.attribution(tokens, { ...options, ablate: ablationUnits(ablated), ablateWith });
   }
 
   /** Activation patching from `clean` into `corrupt` (same length). */

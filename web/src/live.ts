@@ -98,8 +98,8 @@ export class Live {
   /** A new model is loaded: the same prompt, run on it. */
   modelChanged(): void {
     this.clock.reset();
-    const { ablated } = this.store.state;
-    if (ablated.length > 0) void this.store.state.model?.engine.setAblation(ablated);
+    const { ablated, ablateWith } = this.store.state;
+    if (ablated.length > 0) void this.store.state.model?.engine.setAblation(ablated, ablateWith);
     this.tokens = new Uint32Array();
     this.trace = undefined;
     if (this.holdRerun) {
@@ -136,7 +136,7 @@ export class Live {
     const engine = this.engine;
     if (!engine) return;
     try {
-      await engine.setAblation(this.store.state.ablated);
+      await engine.setAblation(this.store.state.ablated, this.store.state.ablateWith);
       this.tokens = new Uint32Array();
       await this.runPrompt(this.store.state.prompt, undefined);
     } catch (error) {

@@ -64,6 +64,7 @@ const store = new Store({
   highlight: address.highlight,
   finderKey: undefined,
   ablated: address.ablated,
+  ablateWith: address.ablateWith,
   instrument: address.instrument,
   lensTarget: address.lensTarget,
   comparePrompt: address.comparePrompt,

@@ -5,7 +5,7 @@ import type { AttentionScale } from './attention-paint.ts';
 import type { Engine } from './engine.ts';
 import type { RedrawStats } from './perf.ts';
 import type { Theme } from './theme.ts';
-import type { BackendChoice, HeadScores, SamplingParams } from 'gptlens';
+import type { AblateWith, BackendChoice, HeadScores, SamplingParams } from 'gptlens';
 import type { ModelSource } from './model-files.ts';
 
 export interface LoadedModel {
@@ -84,6 +84,8 @@ export interface State {
   finderKey: number | undefined;
   /** Zero-ablated heads (`"layer.head"`) and MLPs (`"layer.mlp"`), sorted: every view shows the run without them. */
   ablated: readonly string[];
+  /** What the ablated units output: zero, or their mean over the prompt's positions. */
+  ablateWith: AblateWith;
   /** The open instrument (logit lens, attribution, patching), if any. */
   instrument: Instrument | undefined;
   /** The token the logit lens follows through the depth (else each position's final top token). */

@@ -119,6 +119,13 @@ export function ablation(value: unknown, name = 'ablation'): [number, number | '
   });
 }
 
+/** `'zero'` (the default, for undefined) or `'mean'`, as the engine's flag. */
+export function ablateMean(value: unknown, name = 'ablateWith'): boolean {
+  if (value === undefined || value === 'zero') return false;
+  if (value === 'mean') return true;
+  throw new TypeError(`${name} must be 'zero' or 'mean', not ${show(value)}`);
+}
+
 /** An ablation as the engine spells it: `layer.head` / `layer.mlp`. */
 export function ablationNames(units: readonly (readonly [number, number | 'mlp'])[]): string[] {
   return units.map(([layer, unit]) => `${layer}.${unit}`);

@@ -6,6 +6,7 @@ import { EngineCrashedError } from './crash.js';
 import { iteratePieces, type Pieces } from './pieces.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type {
+  AblateWith,
   AblationUnit,
   Attribution,
   AttributionOptions,
@@ -221,13 +222,15 @@ export class GptlensWorker {
   /** The logit lens in the worker (see Model.logitLens). */
   async logitLens(tokens: Uint32Array | readonly number[], options: LogitLensOptions = {}): Promise<LogitLens> {
     const ablate = options.ablate && check.ablation(options.ablate);
-    return this.connection.call('logitLens', check.tokenIds(tokens, this.vocabSize()), { ...options, ablate });
+    const ablateWith = check.ablateMean(options.ablateWith) ? 'mean' : 'zero';
+    return this.connection.call('logitLens', check.tokenIds(tokens, this.vocabSize()), { ...options, ablate, ablateWith });
   }
 
   /** Direct logit attribution in the worker (see Model.attribution). */
   async attribution(tokens: Uint32Array | readonly number[], options: AttributionOptions = {}): Promise<Attribution> {
     const ablate = options.ablate && check.ablation(options.ablate);
-    return this.connection.call('attribution', check.tokenIds(tokens, this.vocabSize()), { ...options, ablate });
+    const ablateWith = check.ablateMean(options.ablateWith) ? 'mean' : 'zero';
+    return this.connection.call('attribution', check.tokenIds(tokens, this.vocabSize()), { ...options, ablate, ablateWith });
   }
 
   /** Bytes of the worker's engine memory: the most that loading and running ever took (wasm memory never shrinks). */
@@ -327,9 +330,9 @@ export class WorkerSession {
     return this.connection.call('sessionReset', this.id);
   }
 
-  /** Zero-ablates these heads (`[layer, head]`) and MLPs (`[layer, 'mlp']`) in every run from now on; see Session.setAblation. */
-  async setAblation(units: readonly AblationUnit[]): Promise<void> {
-    return this.connection.call('sessionSetAblation', this.id, check.ablation(units));
+  /** Ablates these heads (`[layer, head]`) and MLPs (`[layer, 'mlp']`) in every run from now on; see Session.setAblation. */
+  async setAblation(units: readonly AblationUnit[], options: { with?: AblateWith | undefined } = {}): Promise<void> {
+    return this.connection.call('sessionSetAblation', this.id, check.ablation(units), check.ablateMean(options.with, 'with'));
   }
 
   close(): Promise<void> {

@@ -14,6 +14,7 @@ export { GgufLoader, Model, Session, Trace } from './model.js';
 export { createWorkerClient, GptlensWorker, WorkerSession, WorkerTrace, type WorkerClientOptions } from './client.js';
 export { coalesceLatest } from './coalesce.js';
 export type {
+  AblateWith,
   AblationUnit,
   AdapterInfo,
   Attribution,

@@ -10,6 +10,7 @@ import { guarded, intoEngine } from './crash.js';
 import { selectBackend } from './gpu.js';
 import { iteratePieces, type Pieces } from './pieces.js';
 import type {
+  AblateWith,
   AblationUnit,
   Attribution,
   AttributionOptions,
@@ -179,7 +180,7 @@ export class Model {
     const first = check.optionalIndex(options.first, 'first', Math.max(ids.length, 1)) ?? 0;
     const k = check.count(options.k ?? 5, 'k', this.vocab);
     const target = options.target === undefined ? undefined : check.tokenId(options.target, this.vocab, 'target');
-    return this.raw.logitLens(ids, first, k, target, check.ablationNames(check.ablation(options.ablate ?? [])));
+    return this.raw.logitLens(ids, first, k, target, check.ablationNames(check.ablation(options.ablate ?? [])), check.ablateMean(options.ablateWith));
   }
 
   /**
@@ -191,7 +192,7 @@ export class Model {
     const position = check.optionalIndex(options.position, 'position', Math.max(ids.length, 1));
     const answer = options.answer === undefined ? undefined : check.tokenId(options.answer, this.vocab, 'answer');
     const wrong = options.wrong === undefined ? undefined : check.tokenId(options.wrong, this.vocab, 'wrong');
-    return this.raw.attribution(ids, position, answer, wrong, check.ablationNames(check.ablation(options.ablate ?? [])));
+    return this.raw.attribution(ids, position, answer, wrong, check.ablationNames(check.ablation(options.ablate ?? [])), check.ablateMean(options.ablateWith));
   }
 
   /**
@@ -281,13 +282,14 @@ export class Session {
   }
 
   /**
-   * Zero-ablates these heads (`[layer, head]`) and MLPs (`[layer, 'mlp']`) in every run from now
-   * on — their outputs are zeroed before they join the residual, so later layers and the logits
-   * run without them; `[]` for none. A change empties the cache (the next run computes every
-   * position). On WebGPU, heads below 32 of a layer, and no MLPs.
+   * Ablates these heads (`[layer, head]`) and MLPs (`[layer, 'mlp']`) in every run from now on —
+   * their outputs are replaced before they join the residual by zero, or with `{ with: 'mean' }`
+   * by their mean over the prompt's positions (in the run without ablation; every new token then
+   * recomputes every position), so later layers and the logits run without them; `[]` for none.
+   * A change empties the cache. On WebGPU, zero-ablation of heads below 32 of a layer.
    */
-  setAblation(units: readonly AblationUnit[]): void {
-    this.raw.setAblation(check.ablationNames(check.ablation(units)));
+  setAblation(units: readonly AblationUnit[], options: { with?: AblateWith | undefined } = {}): void {
+    this.raw.setAblation(check.ablationNames(check.ablation(units)), check.ablateMean(options.with, 'with'));
   }
 
   /** Next-token logits after the last token, `[vocabSize]`. */

@@ -57,7 +57,7 @@ export interface Operations {
   sessionTokens: { args: [session: SessionId]; result: Uint32Array };
   sessionLastLogits: { args: [session: SessionId]; result: Float32Array };
   sessionReset: { args: [session: SessionId]; result: void };
-  sessionSetAblation: { args: [session: SessionId, units: AblationUnit[]]; result: void };
+  sessionSetAblation: { args: [session: SessionId, units: AblationUnit[], mean: boolean]; result: void };
   closeSession: { args: [session: SessionId]; result: void };
   traceProbs: { args: [trace: TraceId, pos: number, temperature: number]; result: Float32Array };
   traceTopK: { args: [trace: TraceId, k: number, params: SamplingParams | undefined]; result: TokenProb[] };

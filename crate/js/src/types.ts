@@ -33,6 +33,9 @@ export interface ModelInfo extends Omit<EngineModelInfo, 'hooks' | 'standardHook
 /** A part of the model to ablate: head `[layer, head]`, or the whole MLP of a layer `[layer, 'mlp']`. */
 export type AblationUnit = readonly [layer: number, unit: number | 'mlp'];
 
+/** What ablated units output: zero, or their mean over the prompt's positions in the run without ablation. */
+export type AblateWith = 'zero' | 'mean';
+
 /** `Model.patch`'s question: two prompts of the same length and the two tokens whose logit difference is measured. */
 export interface PatchRequest {
   clean: Uint32Array | readonly number[];
@@ -49,6 +52,7 @@ export interface LogitLensOptions {
   /** A token whose probability is followed through the layers too. */
   target?: number | undefined;
   ablate?: readonly AblationUnit[] | undefined;
+  ablateWith?: AblateWith | undefined;
 }
 
 export interface AttributionOptions {
@@ -59,6 +63,7 @@ export interface AttributionOptions {
   /** Default: the model's second token there. */
   wrong?: number | undefined;
   ablate?: readonly AblationUnit[] | undefined;
+  ablateWith?: AblateWith | undefined;
 }
 
 /** Where a model's forward passes run. `auto`: WebGPU on a hardware adapter, else the CPU. */

@@ -112,7 +112,7 @@ const handlers: Handlers = {
   sessionTokens: (session) => found(sessions, session, 'session').tokens(),
   sessionLastLogits: (session) => found(sessions, session, 'session').lastLogits(),
   sessionReset: (session) => found(sessions, session, 'session').reset(),
-  sessionSetAblation: (session, heads) => found(sessions, session, 'session').setAblation(heads),
+  sessionSetAblation: (session, units, mean) => found(sessions, session, 'session').setAblation(units, { with: mean ? 'mean' : 'zero' }),
   closeSession: (session) => {
     sessions.get(session)?.free();
     sessions.delete(session);

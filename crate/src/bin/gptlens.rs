@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use gptlens::backend::{select, BackendChoice};
 use gptlens::instruments::attribution::{Attribution, LogitLens};
 use gptlens::instruments::patching::{patch, PatchRequest};
-use gptlens::instruments::{repeated_random_tokens, Ablation, HeadScores};
+use gptlens::instruments::{repeated_random_tokens, AblateWith, Ablation, HeadScores};
 use gptlens::sample::{softmax_with_temperature, Sampler, SamplingParams};
 use gptlens::tokenizer::Tokenizer;
 use gptlens::{CaptureSpec, Checkpoint, Error, Hook, Result, Session};
@@ -204,6 +204,10 @@ struct Input {
     /// run without them.
     #[arg(long)]
     ablate: Option<String>,
+    /// Replace the ablated units by their mean over the prompt's positions (in the run without
+    /// ablation) instead of zero.
+    #[arg(long, requires = "ablate")]
+    mean: bool,
 }
 
 struct Loaded {
@@ -220,7 +224,8 @@ impl Input {
             (Some(text), None) => ckpt.tokenizer()?.encode(text)?,
             (None, None) => return Err(Error::InvalidArgument("give --prompt or --tokens".into())),
         };
-        let ablation = Ablation::parse(self.ablate.as_deref().unwrap_or(""), &ckpt.model.config)?;
+        let with = if self.mean { AblateWith::Mean } else { AblateWith::Zero };
+        let ablation = Ablation::parse(self.ablate.as_deref().unwrap_or(""), &ckpt.model.config)?.replaced_by(with);
         Ok(Loaded { ckpt, tokens, ablation })
     }
 }

@@ -25,6 +25,7 @@ pub use wasm_bindgen_rayon::init_thread_pool;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
+use crate::instruments::{AblateWith, Ablation};
 use crate::model::Config;
 use crate::sample::SamplingParams;
 use crate::CaptureSpec;
@@ -168,6 +169,13 @@ fn capture_spec(names: Option<Vec<String>>, config: &Config) -> crate::Result<Ca
         None => Ok(CaptureSpec::standard(config)),
         Some(names) => CaptureSpec::from_names(&names, config),
     }
+}
+
+/// An ablation from the package: units spelled `layer.head` / `layer.mlp`, replaced by their mean
+/// when `mean` is true, else by zero.
+fn ablation(units: &[String], mean: Option<bool>, config: &Config) -> crate::Result<Ablation> {
+    let with = if mean == Some(true) { AblateWith::Mean } else { AblateWith::Zero };
+    Ok(Ablation::parse(&units.join(","), config)?.replaced_by(with))
 }
 
 /// `{ temperature, topK?, topP? }`, or the defaults (temperature 1, no filter) for `undefined`/`null`.

@@ -10,12 +10,12 @@ use wasm_bindgen::prelude::*;
 use super::session::whole_number;
 #[cfg(feature = "gpu")]
 use super::Gpu;
-use super::{capture_spec, to_js, Session, Trace};
+use super::{ablation, capture_spec, to_js, Session, Trace};
 use crate::checkpoint::{GgufStream, LoadOptions};
 use crate::error::Error;
 use crate::instruments::attribution::{Attribution, LogitLens};
 use crate::instruments::patching::{patch, PatchRequest};
-use crate::instruments::{repeated_random_tokens, Ablation, HeadScores};
+use crate::instruments::{repeated_random_tokens, HeadScores};
 use crate::tokenizer::Tokenizer;
 use crate::{Backend, Checkpoint, Hook};
 
@@ -220,7 +220,7 @@ impl Model {
     }
 
     /// The logit lens on the CPU at positions `first..` of `tokens` (`k` tokens per layer and
-    /// position), following `target` too when given; `ablate` as `Session.setAblation`.
+    /// position), following `target` too when given; `ablate` and `ablateMean` as `Session.setAblation`.
     #[wasm_bindgen(js_name = logitLens, unchecked_return_type = "LogitLens")]
     pub fn logit_lens(
         &self,
@@ -229,9 +229,10 @@ impl Model {
         k: f64,
         target: Option<f64>,
         ablate: Option<Vec<String>>,
+        #[wasm_bindgen(js_name = ablateMean)] ablate_mean: Option<bool>,
     ) -> Result<JsValue, JsError> {
         let model = &self.checkpoint.model;
-        let ablation = Ablation::parse(&ablate.unwrap_or_default().join(","), &model.config)?;
+        let ablation = ablation(&ablate.unwrap_or_default(), ablate_mean, &model.config)?;
         let first = usize::try_from(whole_number(first, "first")?).unwrap_or(usize::MAX);
         let k = usize::try_from(whole_number(k, "k")?).unwrap_or(usize::MAX);
         let target = target.map(|t| token_id(t, "target")).transpose()?;
@@ -257,9 +258,10 @@ impl Model {
         answer: Option<f64>,
         wrong: Option<f64>,
         ablate: Option<Vec<String>>,
+        #[wasm_bindgen(js_name = ablateMean)] ablate_mean: Option<bool>,
     ) -> Result<JsValue, JsError> {
         let model = &self.checkpoint.model;
-        let ablation = Ablation::parse(&ablate.unwrap_or_default().join(","), &model.config)?;
+        let ablation = ablation(&ablate.unwrap_or_default(), ablate_mean, &model.config)?;
         let position = position
             .map(|p| whole_number(p, "position").map(|p| usize::try_from(p).unwrap_or(usize::MAX)))
             .transpose()?;

@@ -13,8 +13,8 @@ use std::rc::Rc;
 use js_sys::Promise;
 use wasm_bindgen::prelude::*;
 
+use super::ablation;
 use super::{capture_spec, sampling_params, Trace};
-use crate::instruments::Ablation;
 use crate::sample::{Sampler, SamplingParams};
 
 #[wasm_bindgen]
@@ -147,12 +147,13 @@ impl Session {
         Ok(lock(&self.state)?.session.tokens().to_vec())
     }
 
-    /// Zero-ablates these heads (`"layer.head"` each) in every run from now on; `[]` for none. A
-    /// change empties the cache. On WebGPU, heads below 32 of a layer.
+    /// Ablates these heads and MLPs (`"layer.head"`, `"layer.mlp"`) in every run from now on,
+    /// replacing their output by zero or (`mean`) by its mean over the prompt's positions; `[]`
+    /// for none. A change empties the cache. On WebGPU, zero-ablation of heads below 32 of a layer.
     #[wasm_bindgen(js_name = setAblation)]
-    pub fn set_ablation(&self, heads: Vec<String>) -> Result<(), JsError> {
+    pub fn set_ablation(&self, heads: Vec<String>, mean: Option<bool>) -> Result<(), JsError> {
         let mut state = lock(&self.state)?;
-        let ablation = Ablation::parse(&heads.join(","), state.session.config())?;
+        let ablation = ablation(&heads, mean, state.session.config())?;
         state.session.set_ablation(ablation)?;
         Ok(())
     }

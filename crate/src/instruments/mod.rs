@@ -7,5 +7,6 @@ pub mod attribution;
 mod heads;
 pub mod patching;
 
-pub use ablation::Ablation;
+pub(crate) use ablation::Replacements;
+pub use ablation::{AblateWith, Ablation};
 pub use heads::{repeated_random_tokens, HeadScores, REPEATED_HALF};

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::instruments::Ablation;
+use crate::instruments::Replacements;
 use crate::kernels::pool::run_as_team;
 use crate::model::forward::{forward_chunk, Activations, ChunkInput, Edits, KvCache, CHUNK};
 use crate::model::{Config, Model};
@@ -83,8 +83,8 @@ pub fn patch(
     let mut kv = KvCache::new(c);
     let resid_spec = CaptureSpec::from_names(&names.iter().step_by(2).collect::<Vec<_>>(), c)?;
     let mut captures = crate::model::session::Captures::new(&resid_spec);
-    let none = Ablation::none();
-    let edits = Edits { ablation: &none, patch_z: None };
+    let none = Replacements::default();
+    let edits = Edits { ablated: &none, patch_z: None };
     run_as_team(|| {
         for (i, chunk) in corrupt.chunks(CHUNK).enumerate() {
             forward_chunk(model, &mut acts, &mut kv, ChunkInput::Tokens(chunk), i * CHUNK, &mut captures, edits);
@@ -108,15 +108,7 @@ pub fn patch(
                 let at = pos0 + i * CHUNK;
                 let patch_z = patch_z.map(|(head, z)| (layer, head, &z[(at - pos0) * hd..][..chunk.len() / d * hd]));
                 let input = ChunkInput::Residual { layer, rows: chunk };
-                forward_chunk(
-                    model,
-                    &mut acts,
-                    &mut kv,
-                    input,
-                    at,
-                    &mut no_capture,
-                    Edits { ablation: &none, patch_z },
-                );
+                forward_chunk(model, &mut acts, &mut kv, input, at, &mut no_capture, Edits { ablated: &none, patch_z });
             }
         });
         diff(&acts.logits[..c.vocab_size])

@@ -5,7 +5,7 @@
 //! Prompts run in chunks of at most [`CHUNK`] tokens so that activation buffers have a fixed size
 //! whatever the prompt length; the KV cache carries everything earlier chunks computed.
 
-use crate::instruments::Ablation;
+use crate::instruments::Replacements;
 use crate::kernels::activation::{gelu_mul, gelu_new, silu_mul};
 use crate::kernels::attention::{attend, HeadCache};
 use crate::kernels::matmul::{matmul, WeightRows};
@@ -237,11 +237,11 @@ pub(crate) enum ChunkInput<'a> {
     },
 }
 
-/// Changes to the computation: heads and MLPs ablated (a session setting), and one head's `z`
-/// replaced by given values (activation patching).
+/// Changes to the computation: heads and MLPs ablated (a session setting: their outputs replaced
+/// by fixed values), and one head's `z` replaced by given values (activation patching).
 #[derive(Clone, Copy)]
 pub(crate) struct Edits<'a> {
-    pub ablation: &'a Ablation,
+    pub ablated: &'a Replacements,
     /// `(layer, head, rows)`: the head's `z` at the chunk's positions becomes `rows`, `[n, d_head]`.
     pub patch_z: Option<(usize, usize, &'a [f32])>,
 }
@@ -346,11 +346,11 @@ pub(crate) fn forward_chunk(
                     .copy_from_slice(&acts.heads[(head * n + i) * hd..(head * n + i + 1) * hd]);
             }
         }
-        // Zero-ablated heads contribute nothing to the output projection (their pattern stays);
-        // a patched head contributes the values it is given.
-        for head in edits.ablation.heads_in_layer(l) {
+        // An ablated head contributes its replacement (zero or its mean) to the output projection
+        // (its pattern stays); a patched head contributes the values it is given.
+        for (head, value) in edits.ablated.heads_in_layer(l) {
             for i in 0..n {
-                acts.att_out[i * q_dim + head * hd..i * q_dim + (head + 1) * hd].fill(0.0);
+                acts.att_out[i * q_dim + head * hd..i * q_dim + (head + 1) * hd].copy_from_slice(value);
             }
         }
         if let Some((_, head, rows)) = edits.patch_z.filter(|&(layer, _, _)| layer == l) {
@@ -391,12 +391,23 @@ pub(crate) fn forward_chunk(
             (None, _) => pool::for_each_chunk(n, (up, c.d_ff), |_, u| gelu_new(u)),
         }
         linear(&mut acts.proj, d, &acts.up, w, &lw.ffn_down, n, &mut acts.packed_input);
-        if edits.ablation.mlp_in_layer(l) {
-            acts.proj[..n * d].fill(0.0);
-        }
-        add_sublayer(acts, c, w, lw.ffn_post_norm.as_ref(), n);
-        // What joined the residual: the projection, or with Gemma's post-norm its normed copy.
-        let added = if lw.ffn_post_norm.is_some() { &acts.xn } else { &acts.proj };
+        // What joins the residual: the projection (normed first by Gemma's post-norm), or an
+        // ablated MLP's replacement as it is.
+        let added = match edits.ablated.mlp(l) {
+            Some(value) => {
+                acts.proj[..n * d].chunks_exact_mut(d).for_each(|row| row.copy_from_slice(value));
+                add_into(&mut acts.x[..n * d], &acts.proj[..n * d]);
+                &acts.proj
+            }
+            None => {
+                add_sublayer(acts, c, w, lw.ffn_post_norm.as_ref(), n);
+                if lw.ffn_post_norm.is_some() {
+                    &acts.xn
+                } else {
+                    &acts.proj
+                }
+            }
+        };
         capture(rec, Hook::MlpOut(l), &added[..n * d]);
         capture(rec, Hook::ResidPost(l), &acts.x[..n * d]);
 

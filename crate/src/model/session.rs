@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::formats::limits::CAPTURE_BUDGET;
 #[cfg(feature = "gpu")]
 use crate::gpu::{GpuPass, GPU_CHUNK};
-use crate::instruments::Ablation;
+use crate::instruments::{Ablation, Replacements};
 use crate::kernels::pool::run_as_team;
 use crate::model::forward::{
     every_row_logits, forward_chunk, Activations, ChunkInput, Edits, KvCache, Recorder, CHUNK,
@@ -31,8 +31,10 @@ pub struct Session {
     last_logits: Vec<f32>,
     /// Most bytes a run's capture may take ([`CAPTURE_BUDGET`] unless set).
     capture_budget: u64,
-    /// Heads zeroed in every run ([`Session::set_ablation`]).
+    /// Heads and MLPs ablated in every run ([`Session::set_ablation`]), and the values they take:
+    /// zeros, or their means over `tokens` (recomputed when the prompt changes).
     ablation: Ablation,
+    replacements: Replacements,
 }
 
 /// Where the forward pass runs, with the state it keeps between runs.
@@ -57,6 +59,7 @@ impl Session {
             last_logits: vec![0.0; c.vocab_size],
             capture_budget: CAPTURE_BUDGET,
             ablation: Ablation::none(),
+            replacements: Replacements::default(),
             model,
         }
     }
@@ -110,13 +113,14 @@ impl Session {
         &self.model.config
     }
 
-    /// Zero-ablates `ablation`'s heads in every run from now on ([`crate::instruments`]). A
+    /// Ablates `ablation`'s heads and MLPs in every run from now on ([`crate::instruments`]). A
     /// change empties the cache, so the next run computes every position with the new setting
-    /// (the same as a fresh session with it). The GPU pass zeroes heads below 32 of each layer
-    /// (a bit mask); others are refused there.
+    /// (the same as a fresh session with it). The GPU pass zero-ablates heads below 32 of each
+    /// layer (a bit mask); MLPs, other heads and mean-ablation are refused there.
     pub fn set_ablation(&mut self, ablation: Ablation) -> Result<()> {
         // An ablation made for another model could name heads this one lacks.
-        let ablation = Ablation::new(ablation.heads_iter(), ablation.mlps_iter(), self.config())?;
+        let with = ablation.with();
+        let ablation = Ablation::new(ablation.heads_iter(), ablation.mlps_iter(), self.config())?.replaced_by(with);
         #[cfg(feature = "gpu")]
         if let Engine::Gpu(_) = &self.engine {
             if let Some((layer, head)) = ablation.heads_iter().find(|&(_, h)| h >= crate::gpu::MAX_GPU_ABLATED_HEAD) {
@@ -130,9 +134,16 @@ impl Session {
                     "MLP {layer}.mlp cannot be ablated on the GPU (heads can); use the CPU backend"
                 )));
             }
+            if ablation.needs_means() {
+                return Err(Error::InvalidArgument(
+                    "mean-ablation runs on the CPU backend (the GPU zero-ablates heads)".into(),
+                ));
+            }
         }
         if ablation != self.ablation {
             self.reset();
+            // Means are made by the next run, from its prompt.
+            self.replacements = Replacements::zeros(&ablation, self.config());
             self.ablation = ablation;
         }
         Ok(())
@@ -181,6 +192,15 @@ impl Session {
     fn begin_run(&mut self, tokens: &[u32], spec: &CaptureSpec) -> Result<usize> {
         self.check_tokens(tokens, 0, spec)?;
         let mut keep = common_prefix(&self.tokens, tokens);
+        if self.ablation.needs_means() && !(keep == tokens.len() && keep == self.tokens.len()) {
+            // Means over a new prompt change every position: measured on it without ablation
+            // (before anything here changes, so an error loses nothing), then all recomputed.
+            let names: Vec<String> = self.ablation.mean_hooks().iter().map(Hook::to_string).collect();
+            let unablated =
+                Session::new(Arc::clone(&self.model)).run(tokens, &CaptureSpec::from_names(&names, self.config())?)?;
+            self.replacements = Replacements::means(&self.ablation, &unablated, self.config());
+            keep = 0;
+        }
         if !spec.is_subset(&self.captures.spec) {
             // Hooks the cached prefix did not record: only a full recompute can fill them.
             keep = 0;
@@ -199,6 +219,12 @@ impl Session {
     /// Hooks being captured in this session keep being recorded.
     pub fn step(&mut self, token: u32) -> Result<&[f32]> {
         self.check_blocking()?;
+        if self.ablation.needs_means() {
+            // A new token moves the means: the whole sequence again.
+            let (tokens, spec) = ([self.tokens.as_slice(), &[token]].concat(), self.captures.spec.clone());
+            self.run(&tokens, &spec)?;
+            return Ok(&self.last_logits);
+        }
         self.check_tokens(&[token], self.tokens.len(), &self.captures.spec)?;
         self.extend_blocking(&[token])?;
         Ok(&self.last_logits)
@@ -206,6 +232,11 @@ impl Session {
 
     /// [`Session::step`] without blocking.
     pub async fn step_async(&mut self, token: u32) -> Result<&[f32]> {
+        if self.ablation.needs_means() {
+            let (tokens, spec) = ([self.tokens.as_slice(), &[token]].concat(), self.captures.spec.clone());
+            self.run_async(&tokens, &spec).await?;
+            return Ok(&self.last_logits);
+        }
         self.check_tokens(&[token], self.tokens.len(), &self.captures.spec)?;
         self.extend(&[token]).await?;
         Ok(&self.last_logits)
@@ -342,13 +373,13 @@ impl Session {
         else {
             return;
         };
-        let (tokens, captures, ablation) = (&mut self.tokens, &mut self.captures, &self.ablation);
+        let (tokens, captures, ablated) = (&mut self.tokens, &mut self.captures, &self.replacements);
         let mut last_chunk = 0;
         // On the thread pool, its workers spinning as one team for the pass's loops (`kernels::pool`).
         run_as_team(|| {
             for chunk in new.chunks(CHUNK) {
                 let pos0 = tokens.len();
-                let edits = Edits { ablation, patch_z: None };
+                let edits = Edits { ablated, patch_z: None };
                 forward_chunk(&model, acts, kv, ChunkInput::Tokens(chunk), pos0, captures, edits);
                 tokens.extend_from_slice(chunk);
                 last_chunk = chunk.len();

@@ -83,9 +83,13 @@ pub fn check_hook(what: &str, name: &str, shape: &[usize], got: &[f32], want: &R
 }
 
 /// The hooks a tests/fixtures/instruments/hooks-*.safetensors reference holds (all but `tokens`
-/// and the ablated run's `ablated.logits`), in name order.
+/// and the ablated runs' `ablated.logits` and `mean_ablated.logits`), in name order.
 pub fn activation_hooks(reference: &BTreeMap<String, RefTensor>) -> Vec<&str> {
-    reference.keys().map(String::as_str).filter(|n| !matches!(*n, "tokens" | "ablated.logits")).collect()
+    reference
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !matches!(*n, "tokens" | "ablated.logits" | "mean_ablated.logits"))
+        .collect()
 }
 
 /// What `ablated.logits` in a hooks reference ablated, in `--ablate` syntax.

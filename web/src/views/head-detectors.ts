@@ -147,11 +147,26 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
       void live.ablationChanged();
     },
   }, 'Ablate MLP');
+  const ablateWith = h(
+    'select',
+    {
+      'data-testid': 'ablate-with',
+      'aria-label': 'Ablated units output',
+      onchange: () => {
+        store.set({ ablateWith: ablateWith.value === 'mean' ? 'mean' : 'zero' });
+        void live.ablationChanged();
+      },
+    },
+    h('option', { value: 'zero' }, 'zero'),
+    h('option', { value: 'mean' }, 'their mean'),
+  );
+  ablateWith.title = 'Zero: the ablated heads and MLPs output nothing. Their mean: each outputs its average over the prompt’s positions (from the run without ablation), which keeps the residual stream’s usual size; every keystroke then recomputes the whole prompt.';
   const ablationBar = h(
     'div',
     { class: 'detector-bar', 'data-testid': 'ablation-bar' },
     h('span', {}, 'Ablated: '),
     ablatedList,
+    h('label', { class: 'inline-label' }, ' replaced by ', ablateWith),
     clearAblation,
     h('span', { class: 'spacer' }),
     h('label', { class: 'inline-label' }, 'MLP of layer ', mlpLayer),
@@ -222,6 +237,7 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
     if (touched(changed, 'analysis', 'query', 'finderKey')) fillFinder(state.analysis, state.query, state.finderKey);
     if (touched(changed, 'detectors')) source.value = state.detectors;
     if (touched(changed, 'ablated')) showAblated(state.ablated);
+    if (touched(changed, 'ablateWith')) ablateWith.value = state.ablateWith;
     if (touched(changed, 'model')) {
       const layers = state.model?.engine.info.nLayer ?? 0;
       mlpLayer.replaceChildren(...Array.from({ length: layers }, (_, layer) => h('option', { value: String(layer) }, String(layer))));

@@ -199,7 +199,7 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
   /** Runs the open instrument (lens or attribution) on the current prompt. */
   async function analyseNow(): Promise<void> {
     timer = undefined;
-    const { instrument, analysis, ablated, lensTarget: target, query } = store.state;
+    const { instrument, analysis, ablated, ablateWith, lensTarget: target, query } = store.state;
     const current = engine();
     if (!current || !analysis || (instrument !== 'lens' && instrument !== 'attribution')) return;
     const mine = ++asked;
@@ -207,7 +207,7 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
     try {
       if (instrument === 'lens') {
         const first = Math.max(0, analysis.tokens.length - LENS_POSITIONS);
-        const result = await current.logitLens(analysis.tokens, first, target, ablated);
+        const result = await current.logitLens(analysis.tokens, first, target, ablated, ablateWith);
         const ids = new Set<number>(result.finalTop);
         result.top.forEach((layer) => layer.forEach((best) => best.forEach(({ id }) => ids.add(id))));
         if (target !== undefined) ids.add(target);
@@ -220,7 +220,7 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
         const position = query ?? analysis.tokens.length - 1;
         const answer = answerSelect.value === '' ? undefined : Number(answerSelect.value);
         const wrong = wrongSelect.value === '' ? undefined : Number(wrongSelect.value);
-        const result = await current.attribution(analysis.tokens, { position, answer, wrong }, ablated);
+        const result = await current.attribution(analysis.tokens, { position, answer, wrong }, ablated, ablateWith);
         if (mine !== asked) return;
         attribution = result;
         await drawAttribution();
@@ -453,7 +453,7 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
       for (const element of [lensGrid, lensChart, dlaGrid, dlaSorted, residMap, headMap]) element.replaceChildren();
       patchSummary.textContent = dlaSummary.textContent = '';
     }
-    const inputs = touched(changed, 'analysis', 'instrument', 'lensTarget', 'ablated') || (state.instrument === 'attribution' && touched(changed, 'query'));
+    const inputs = touched(changed, 'analysis', 'instrument', 'lensTarget', 'ablated', 'ablateWith') || (state.instrument === 'attribution' && touched(changed, 'query'));
     if (inputs && (state.instrument === 'lens' || state.instrument === 'attribution')) scheduleAnalysis();
     if (touched(changed, 'theme')) {
       drawLens();

@@ -172,6 +172,25 @@ fn an_ablated_session_reuses_its_prefix_exactly() {
     assert_ne!(clean.last_logits, full.last_logits);
 }
 
+/// `--ablate 1.0` zero-ablates head 0 of layer 1: its `hook_z` is zero at every position, and
+/// its `hook_result` too; the other heads' are not.
+#[test]
+fn an_ablated_heads_z_and_result_are_zero() {
+    let checkpoint = common::load("llama-tiny");
+    let config = &checkpoint.model.config;
+    let mut session = Session::new(checkpoint.model.clone());
+    session.set_ablation(Ablation::parse("1.0", config).unwrap()).unwrap();
+    let spec = CaptureSpec::from_names(&["blocks.1.attn.hook_z", "blocks.1.attn.hook_result"], config).unwrap();
+    let trace = session.run(&[3, 1, 4, 1, 5, 9, 2, 6], &spec).unwrap();
+    for (name, width) in [("blocks.1.attn.hook_z", config.head_dim()), ("blocks.1.attn.hook_result", config.d_model)] {
+        let data = &trace.get(name).unwrap().data;
+        for row in data.chunks_exact(config.n_head * width) {
+            assert!(row[..width].iter().all(|&x| x == 0.0), "{name}: head 0 is ablated");
+            assert!(row[width..].iter().any(|&x| x != 0.0), "{name}: the others are not");
+        }
+    }
+}
+
 /// Mean-ablation follows the prompt: a session that grows its prompt token by token (runs and
 /// steps) ends bit for bit where a fresh session running the whole prompt does, since every new
 /// token moves the means and so every position.

@@ -1287,6 +1287,31 @@ test('instruments: the page’s logit lens, attribution and patching are the pac
   await Promise.all([page.close(), copy.close()]);
 });
 
+test('instruments on SmolLM2: the IOI pair’s patching maps find the heads that move “ Mary”', async (t) => {
+  if (!existsSync(`${repo}/assets/models/SmolLM2-135M-Instruct.Q4_1.gguf`)) {
+    t.skip('assets/models has no SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-smollm.sh fetches it)');
+    return;
+  }
+  const page = await openPage({ model: SMOLLM, prompt: 'Hello' });
+  await page.getByTestId('instrument-patching').click();
+  const started = Date.now();
+  await page.getByTestId('ioi-preset').click();
+  await page.locator('[data-testid=patch-heads-table] td').first().waitFor({ timeout: 300_000 });
+  const seconds = (Date.now() - started) / 1000;
+  const scores = await instrumentJson(page);
+  assert.match(await page.getByTestId('patch-summary').innerText(), /logit\[“·Mary”\] − logit\[“·John”\]: clean 6\.1\d*, corrupted -5\.4\d*/);
+  // The clean second “John” (position 9) carries the answer in the residual up to layer 19; by
+  // layer 24 the last position does; head 23.3 moves most of it.
+  const t9 = scores.residPre.map((row) => row[9]);
+  const last = scores.residPre.map((row) => row.at(-1));
+  assert.ok(t9.slice(0, 20).every((s) => s > 0.9) && last.slice(24).every((s) => s > 0.9), `${t9} / ${last}`);
+  const heads = scores.heads.flatMap((row, layer) => row.map((score, head) => ({ name: `${layer}.${head}`, score }))).sort((a, b) => b.score - a.score);
+  assert.equal(heads[0].name, '23.3');
+  assert.ok(heads[0].score > 0.5, `${heads[0].score}`);
+  console.log(`IOI patching on SmolLM2 in the page: ${seconds.toFixed(1)} s; strongest heads ${heads.slice(0, 5).map(({ name, score }) => `${name} ${score.toFixed(3)}`).join(', ')}`);
+  await page.close();
+});
+
 test('head detectors: PyTorch’s scores on the repeated sequence, badges, one-click induction heads, a sortable table, scores on the prompt', async () => {
   const expected = JSON.parse(await readFile(`${repo}/tests/fixtures/instruments/heads.json`, 'utf8'))['gpt2-tiny-f32'].repeated;
   const page = await openPage({ prompt: 'The cat sat on the mat. The cat' });

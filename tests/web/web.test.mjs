@@ -1462,6 +1462,13 @@ test('ablation: Ablate zeroes the open head, every view follows, the next token 
   const meaned = await candidates(page);
   assert.ok(meaned.every(({ id, prob }) => Math.abs(prob - meanProbs[id]) <= 1e-6), 'the page’s probabilities are the mean-ablated run’s');
   await page.getByTestId('ablate-with').selectOption('zero');
+  // From the grid: Alt+click ablates a head, X on the focused head brings it back.
+  await grid.locator('button.head').nth(2).click({ modifiers: ['Alt'] });
+  await page.getByTestId('ablated-heads').filter({ hasText: 'L0 H1, L0 H2, L0 MLP, L1 H3' }).waitFor();
+  assert.match(await grid.locator('button.head').nth(2).getAttribute('aria-label'), /^Layer 0 head 2, ablated: /);
+  await grid.locator('button.head').nth(2).focus();
+  await page.keyboard.press('x');
+  await page.getByTestId('ablated-heads').filter({ hasText: 'L0 H1, L0 MLP, L1 H3' }).waitFor();
   // Clear: the clean run again.
   await page.getByTestId('clear-ablation').click();
   await page.waitForFunction(() => ![...document.querySelectorAll('[data-testid=candidate] .candidate-prob')].some((e) => e.textContent.includes('→')));

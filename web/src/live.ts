@@ -131,6 +131,13 @@ export class Live {
     }
   }
 
+  /** Ablates a head (`"layer.head"`) or an MLP (`"layer.mlp"`), or brings it back, and re-runs. */
+  toggleAblated(name: string): Promise<void> {
+    const { ablated } = this.store.state;
+    this.store.set({ ablated: (ablated.includes(name) ? ablated.filter((n) => n !== name) : [...ablated, name]).sort() });
+    return this.ablationChanged();
+  }
+
   /** The ablated heads changed: the session runs without them from now on, and the prompt again. */
   async ablationChanged(): Promise<void> {
     const engine = this.engine;

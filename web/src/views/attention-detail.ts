@@ -67,13 +67,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
     'data-testid': 'ablate-head',
     'aria-pressed': 'false',
     title: 'Zero-ablate this head: its output is zeroed before the output projection, and every view shows the run without it (the next token shows before → after)',
-    onclick: () => {
-      const { layer, head } = store.state.head;
-      const name = `${layer}.${head}`;
-      const { ablated } = store.state;
-      store.set({ ablated: (ablated.includes(name) ? ablated.filter((n) => n !== name) : [...ablated, name]).sort() });
-      void live.ablationChanged();
-    },
+    onclick: () => void live.toggleAblated(`${store.state.head.layer}.${store.state.head.head}`),
   }, 'Ablate');
   root.append(
     h(

@@ -122,9 +122,15 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
             class: 'head',
             role: 'gridcell',
             tabindex: -1,
-            title: `Layer ${layer}, head ${head}`,
+            title: `Layer ${layer}, head ${head} (Alt+click or X: ablate it, or bring it back)`,
             'aria-label': `Layer ${layer} head ${head}`,
-            onclick: () => store.set({ head: { layer, head } }),
+            'aria-keyshortcuts': 'X',
+            onclick: (event: MouseEvent) => (event.altKey ? void live.toggleAblated(`${layer}.${head}`) : store.set({ head: { layer, head } })),
+            onkeydown: (event: KeyboardEvent) => {
+              if (event.key !== 'x' && event.key !== 'X') return;
+              event.preventDefault();
+              void live.toggleAblated(`${layer}.${head}`);
+            },
           },
           canvas,
           h('span', { class: 'query-row' }),
@@ -160,7 +166,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       legendNote.textContent = scaleNote(state.attentionScale);
       scaleToggle.value = state.attentionScale;
     }
-    if (touched(changed, 'analysis', 'query', 'model', 'headScores')) describeCells(state);
+    if (touched(changed, 'analysis', 'query', 'model', 'headScores', 'ablated')) describeCells(state);
     if (touched(changed, 'headScores', 'highlight', 'model', 'finderKey', 'analysis', 'query')) {
       const { headScores, highlight, analysis, finderKey, query } = state;
       // The head finder, while a key is picked, takes the badges and highlights.
@@ -203,10 +209,11 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
   });
 
   /** Each head's accessible name says where the query (picked, else last) looks most. */
-  function describeCells({ analysis, query, headScores }: Readonly<State>): void {
+  function describeCells({ analysis, query, headScores, ablated }: Readonly<State>): void {
     for (const cell of cells) {
       const strongest = headScores && strongestDetector(headScores, cell.layer, cell.head);
-      const name = `Layer ${cell.layer} head ${cell.head}${strongest ? ` (${strongest.detector.label.toLowerCase()} head, ${strongest.score.toFixed(2)})` : ''}`;
+      const kind = strongest ? ` (${strongest.detector.label.toLowerCase()} head, ${strongest.score.toFixed(2)})` : '';
+      const name = `Layer ${cell.layer} head ${cell.head}${kind}${ablated.includes(`${cell.layer}.${cell.head}`) ? ', ablated' : ''}`;
       const pattern = analysis?.attention[cell.layer];
       if (!analysis || !pattern) {
         cell.button.setAttribute('aria-label', name);

@@ -140,12 +140,7 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
     class: 'quiet',
     'data-testid': 'ablate-mlp',
     title: 'Zero this layer’s MLP output (or bring it back): every view then shows the run without it',
-    onclick: () => {
-      const name = `${mlpLayer.value}.mlp`;
-      const { ablated } = store.state;
-      store.set({ ablated: (ablated.includes(name) ? ablated.filter((n) => n !== name) : [...ablated, name]).sort() });
-      void live.ablationChanged();
-    },
+    onclick: () => void live.toggleAblated(`${mlpLayer.value}.mlp`),
   }, 'Ablate MLP');
   const ablateWith = h(
     'select',

@@ -89,6 +89,10 @@ pub enum Error {
     )]
     CaptureOverBudget { tokens: usize, hooks: usize, need: u64, patterns: u64, budget: u64 },
 
+    /// A long computation stopped because its caller asked it to (its progress callback said so).
+    #[error("cancelled after {done} of {total} runs")]
+    Cancelled { done: usize, total: usize },
+
     #[error("cannot write {path}: {source}")]
     Write { path: String, source: std::io::Error },
 

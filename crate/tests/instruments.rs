@@ -264,6 +264,7 @@ fn activation_patching_matches_pytorch_on_every_fixture() {
         let got = patch(&checkpoint.model, &request, &mut |done, total| {
             calls += 1;
             assert_eq!((done, total), (calls, patch_runs(&checkpoint.model.config, clean.len())));
+            true
         })
         .unwrap();
         assert_eq!(calls, patch_runs(&checkpoint.model.config, clean.len()), "{model}: one report per run");
@@ -289,12 +290,23 @@ fn patching_names_what_is_wrong() {
     let checkpoint = common::load("gpt2-tiny-f32");
     let message = |clean: &[u32], corrupt: &[u32], answer: u32| {
         let request = PatchRequest { clean, corrupt, answer, wrong: 1 };
-        patch(&checkpoint.model, &request, &mut |_, _| {}).unwrap_err().to_string()
+        patch(&checkpoint.model, &request, &mut |_, _| true).unwrap_err().to_string()
     };
     assert!(message(&[1, 2, 3], &[1, 2], 0).contains("same length"));
     assert!(message(&[1, 2, 3], &[1, 2, 3], 0).contains("same logit difference"));
     assert!(message(&[1, 2], &[1, 2], 9999).contains("9999"));
     assert!(message(&[], &[], 0).to_lowercase().contains("empty"));
+    // A progress callback that says stop: the sweep ends there, with an error that says so.
+    let (clean, corrupt) = ([5, 6, 7, 8], [5, 9, 7, 8]);
+    let request = PatchRequest { clean: &clean, corrupt: &corrupt, answer: 3, wrong: 4 };
+    let mut calls = 0;
+    let e = patch(&checkpoint.model, &request, &mut |done, _| {
+        calls += 1;
+        done < 3
+    })
+    .unwrap_err();
+    assert!(matches!(e, gptlens::Error::Cancelled { done: 3, .. }), "{e}");
+    assert_eq!(calls, 3);
 }
 
 /// Direct logit attribution against the same parts computed in PyTorch, and its parts sum to the

@@ -429,6 +429,10 @@ test('model.patch: activation patching is PyTorch’s, with a progress report pe
   const total = 2 + 2 * (instruments.patching.clean.length + 4);
   assert.deepEqual(reports, Array.from({ length: total }, (_, i) => [i + 1, total]));
   assert.throws(() => model.patch({ clean: [1, 2], corrupt: [1], answer: 0, wrong: 1 }), /same length/);
+  let calls = 0;
+  const request = { clean: instruments.patching.clean, corrupt: instruments.patching.corrupt, answer: instruments.patching.answer, wrong: instruments.patching.wrong };
+  assert.throws(() => model.patch(request, { onProgress: () => ++calls < 3 }), /cancelled after 3 of/);
+  assert.equal(calls, 3, 'false from onProgress stops the sweep there');
   assert.throws(() => model.patch({ clean: [1], corrupt: [2], answer: 600, wrong: 1 }), { name: 'RangeError' });
 });
 

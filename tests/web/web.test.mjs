@@ -1294,6 +1294,14 @@ test('instruments on SmolLM2: the IOI pair’s patching maps find the heads that
   }
   const page = await openPage({ model: SMOLLM, prompt: 'Hello' });
   await page.getByTestId('instrument-patching').click();
+  // A new prompt stops a sweep in progress: the worker is free for it within a run or two.
+  await page.getByTestId('ioi-preset').click();
+  await page.getByTestId('instrument-status').filter({ hasText: /patching: \d+ of/ }).waitFor({ timeout: 120_000 });
+  const typed = Date.now();
+  await page.getByTestId('prompt').fill('The capital of France is');
+  await page.getByTestId('instrument-status').filter({ hasText: 'patching stopped' }).waitFor();
+  await page.locator('[data-testid=tokens] .chip', { hasText: 'France' }).first().waitFor({ timeout: 20_000 });
+  console.log(`a new prompt during patching: its tokens on screen ${Date.now() - typed} ms later`);
   const started = Date.now();
   await page.getByTestId('ioi-preset').click();
   await page.locator('[data-testid=patch-heads-table] td').first().waitFor({ timeout: 300_000 });

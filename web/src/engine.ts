@@ -202,9 +202,16 @@ export class Engine {
     return this.client.attribution(tokens, { ...options, ablate: ablationUnits(ablated), ablateWith });
   }
 
-  /** Activation patching from `clean` into `corrupt` (same length). */
-  patch(clean: Uint32Array, corrupt: Uint32Array, answer: number, wrong: number, onProgress: (done: number, total: number) => void): Promise<PatchScores> {
-    return this.client.patch({ clean, corrupt, answer, wrong }, { onProgress });
+  /** Activation patching from `clean` into `corrupt` (same length); `signal` stops it. */
+  patch(
+    clean: Uint32Array,
+    corrupt: Uint32Array,
+    answer: number,
+    wrong: number,
+    onProgress: (done: number, total: number) => void,
+    signal: AbortSignal,
+  ): Promise<PatchScores> {
+    return this.client.patch({ clean, corrupt, answer, wrong }, { onProgress, signal });
   }
 
   /** The two most probable next tokens after `tokens`, without any ablation. */

@@ -207,16 +207,47 @@ export class GptlensWorker {
     return this.connection.call('repeatedRandomTokens', check.seed(seed) ?? 0);
   }
 
-  /** Activation patching in the worker (see Model.patch); `onProgress` follows its runs. */
-  async patch(request: PatchRequest, options: { onProgress?: ((done: number, total: number) => void) | undefined } = {}): Promise<PatchScores> {
+  /**
+   * Activation patching in the worker (see Model.patch); `onProgress` follows its runs. Aborting
+   * `signal` rejects with an AbortError at once; where the page is cross-origin isolated (shared
+   * memory) it also stops the worker's sweep after the run in progress, so later requests do not
+   * wait for it — elsewhere the worker finishes the sweep first.
+   */
+  async patch(
+    request: PatchRequest,
+    options: { onProgress?: ((done: number, total: number) => void) | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<PatchScores> {
     const vocab = this.vocabSize();
+    const { signal } = options;
+    const shared = signal !== undefined && typeof SharedArrayBuffer === 'function' && globalThis.crossOriginIsolated === true;
+    const cancel = shared ? new Int32Array(new SharedArrayBuffer(4)) : undefined;
     const args: Args<'patch'> = [
       check.tokenIds(request.clean, vocab, 'clean'),
       check.tokenIds(request.corrupt, vocab, 'corrupt'),
       check.tokenId(request.answer, vocab, 'answer'),
       check.tokenId(request.wrong, vocab, 'wrong'),
+      cancel,
     ];
-    return this.connection.request('patch', args, [], options.onProgress);
+    const stopped = () => new DOMException('patching was stopped', 'AbortError');
+    if (signal?.aborted) throw stopped();
+    let onAbort = () => {};
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => {
+        if (cancel) Atomics.store(cancel, 0, 1);
+        reject(stopped());
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    // The worker's own "cancelled" error, when it stops first, is the same abort.
+    const sweep = this.connection.request('patch', args, [], options.onProgress).catch((error: unknown) => {
+      throw signal?.aborted ? stopped() : error;
+    });
+    try {
+      return await Promise.race([sweep, aborted]);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      sweep.catch(() => {});
+    }
   }
 
   /** The logit lens in the worker (see Model.logitLens). */

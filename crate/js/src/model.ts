@@ -161,9 +161,10 @@ export class Model {
    * Activation patching (on the CPU): how much of logit[answer] − logit[wrong] at the last
    * position each clean `hook_resid_pre` (layer × position) and each clean head's `hook_z`
    * (layer × head) restores when patched into the corrupted run; 1 = all of it, 0 = none.
-   * `onProgress(done, total)` follows its runs (2 + layers × (positions + heads)).
+   * `onProgress(done, total)` follows its runs (2 + layers × (positions + heads)); returning
+   * `false` from it stops the sweep (an Error saying "cancelled").
    */
-  patch(request: PatchRequest, options: { onProgress?: ((done: number, total: number) => void) | undefined } = {}): PatchScores {
+  patch(request: PatchRequest, options: { onProgress?: ((done: number, total: number) => boolean | void) | undefined } = {}): PatchScores {
     const clean = check.tokenIds(request.clean, this.vocab, 'clean');
     const corrupt = check.tokenIds(request.corrupt, this.vocab, 'corrupt');
     const answer = check.tokenId(request.answer, this.vocab, 'answer');

@@ -64,8 +64,8 @@ export interface Operations {
   traceSafetensors: { args: [trace: TraceId]; result: Uint8Array };
   traceHeadScores: { args: [trace: TraceId]; result: HeadScores };
   repeatedRandomTokens: { args: [seed: number]; result: Uint32Array };
-  /** Sends `progress` messages for its id while it runs. */
-  patch: { args: [clean: Uint32Array, corrupt: Uint32Array, answer: number, wrong: number]; result: PatchScores };
+  /** Sends `progress` messages for its id while it runs; stops when `cancel[0]` (shared memory) becomes 1. */
+  patch: { args: [clean: Uint32Array, corrupt: Uint32Array, answer: number, wrong: number, cancel: Int32Array | undefined]; result: PatchScores };
   logitLens: { args: [tokens: Uint32Array, options: LogitLensOptions]; result: LogitLens };
   attribution: { args: [tokens: Uint32Array, options: AttributionOptions]; result: Attribution };
   releaseTrace: { args: [trace: TraceId]; result: void };

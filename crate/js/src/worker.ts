@@ -122,9 +122,12 @@ const handlers: Handlers = {
   traceSafetensors: (trace) => found(traces, trace, 'trace').toSafetensors(),
   traceHeadScores: (trace) => loadedModel().headScores(found(traces, trace, 'trace')),
   repeatedRandomTokens: (seed) => loadedModel().repeatedRandomTokens(seed),
-  patch: (clean, corrupt, answer, wrong) => {
+  patch: (clean, corrupt, answer, wrong, cancel) => {
     const id = inFlight;
-    const onProgress = (done: number, total: number) => scope.postMessage({ id, op: 'patch', progress: [done, total] }, []);
+    const onProgress = (done: number, total: number) => {
+      scope.postMessage({ id, op: 'patch', progress: [done, total] }, []);
+      return cancel === undefined || Atomics.load(cancel, 0) === 0;
+    };
     return loadedModel().patch({ clean, corrupt, answer, wrong }, { onProgress });
   },
   logitLens: (tokens, options) => loadedModel().logitLens(tokens, options),

@@ -462,6 +462,7 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
                 if show_progress {
                     eprint!("\rpatching: {done}/{total} runs");
                 }
+                true
             })?;
             if show_progress {
                 eprintln!();

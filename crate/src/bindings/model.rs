@@ -192,7 +192,8 @@ impl Model {
 
     /// Activation patching on the CPU (definitions: `crate::instruments::patching`): the clean
     /// and corrupted prompts (same length), the answer and wrong token; `onProgress(done, total)`
-    /// is called after each of its runs.
+    /// is called after each of its runs, and returning `false` from it stops the sweep (an error
+    /// saying "cancelled").
     #[wasm_bindgen(unchecked_return_type = "PatchScores")]
     pub fn patch(
         &self,
@@ -204,11 +205,12 @@ impl Model {
     ) -> Result<JsValue, JsError> {
         let (answer, wrong) = (token_id(answer, "answer")?, token_id(wrong, "wrong")?);
         let request = PatchRequest { clean, corrupt, answer, wrong };
-        let mut report = |done: usize, total: usize| {
-            if let Some(f) = &on_progress {
-                // A throwing callback must not stop the sweep half-way: its error is dropped.
-                let _ = f.call2(&JsValue::NULL, &(done as f64).into(), &(total as f64).into());
-            }
+        let mut report = |done: usize, total: usize| match &on_progress {
+            // Only an explicit `false` stops; a throwing callback does not stop the sweep half-way.
+            Some(f) => f
+                .call2(&JsValue::NULL, &(done as f64).into(), &(total as f64).into())
+                .map_or(true, |r| r != JsValue::FALSE),
+            None => true,
         };
         let s = patch(&self.checkpoint.model, &request, &mut report)?;
         to_js(&PatchScoresJs {

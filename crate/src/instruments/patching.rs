@@ -51,12 +51,13 @@ pub fn patch_runs(config: &Config, t: usize) -> usize {
     2 + config.n_layer * (t + config.n_head)
 }
 
-/// Runs both sweeps on the CPU. `progress(done, total)` is called after each run. Errors (prompts
-/// of different lengths, ids out of range, equal differences) come before any run.
+/// Runs both sweeps on the CPU. `progress(done, total)` is called after each run; returning false
+/// stops the sweep with [`Error::Cancelled`]. Errors (prompts of different lengths, ids out of
+/// range, equal differences) come before any run.
 pub fn patch(
     model: &Arc<Model>,
     request: &PatchRequest,
-    progress: &mut dyn FnMut(usize, usize),
+    progress: &mut dyn FnMut(usize, usize) -> bool,
 ) -> Result<PatchScores> {
     let c = &model.config;
     let PatchRequest { clean, corrupt, answer, wrong } = *request;
@@ -73,7 +74,7 @@ pub fn patch(
     let clean_trace = clean_run.run(clean, &spec)?;
     drop(clean_run);
     done += 1;
-    progress(done, total);
+    report(progress, done, total)?;
     let tensor = |hook: Hook| clean_trace.get(&hook.to_string()).map(|t| t.data.as_slice()).unwrap_or(&[]);
     let diff = |logits: &[f32]| logits[answer as usize] - logits[wrong as usize];
     let clean_diff = diff(&clean_trace.last_logits);
@@ -92,7 +93,7 @@ pub fn patch(
     });
     let corrupt_diff = diff(&acts.logits[..c.vocab_size]);
     done += 1;
-    progress(done, total);
+    report(progress, done, total)?;
     if clean_diff == corrupt_diff {
         return Err(Error::InvalidArgument(format!(
             "both prompts give the same logit difference ({clean_diff}): there is nothing for a patch to restore"
@@ -123,7 +124,7 @@ pub fn patch(
             // the patched run is the corrupted run: its score is 0 without running it.
             if clean_row == &corrupt_rows[pos * d..(pos + 1) * d] {
                 done += 1;
-                progress(done, total);
+                report(progress, done, total)?;
                 continue;
             }
             rows.clear();
@@ -131,7 +132,7 @@ pub fn patch(
             rows.extend_from_slice(&corrupt_rows[(pos + 1) * d..]);
             resid_pre[layer][pos] = score(run_from(layer, pos, &rows, None));
             done += 1;
-            progress(done, total);
+            report(progress, done, total)?;
         }
     }
     // Positions before the first whose residual differs (at any layer) are the same in both runs,
@@ -152,7 +153,7 @@ pub fn patch(
         for (head, head_score) in layer_scores.iter_mut().enumerate() {
             if same_until == t {
                 done += 1;
-                progress(done, total);
+                report(progress, done, total)?;
                 continue;
             }
             for p in 0..t {
@@ -162,10 +163,19 @@ pub fn patch(
             let (rows, z) = (&corrupt_rows[same_until * d..], &z[same_until * hd..]);
             *head_score = score(run_from(layer, same_until, rows, Some((head, z))));
             done += 1;
-            progress(done, total);
+            report(progress, done, total)?;
         }
     }
     Ok(PatchScores { clean_diff, corrupt_diff, resid_pre, heads })
+}
+
+/// Tells `progress` about a finished run; its `false` stops the sweep.
+fn report(progress: &mut dyn FnMut(usize, usize) -> bool, done: usize, total: usize) -> Result<()> {
+    if progress(done, total) {
+        Ok(())
+    } else {
+        Err(Error::Cancelled { done, total })
+    }
 }
 
 /// Refuses a request the sweeps cannot run, naming what is wrong.

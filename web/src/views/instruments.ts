@@ -186,6 +186,9 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
   let attribution: Attribution | undefined;
   let patching: PatchResult | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
+  /** The patching in progress: a new prompt (either box) or model stops it, so typing never waits
+   * behind a sweep for text that is gone. */
+  let patchRun: AbortController | undefined;
   /** Bumped by every new question: an answer to an older one is dropped. */
   let asked = 0;
 
@@ -357,18 +360,22 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
       runPatch.disabled = true;
       status.textContent = 'patching…';
       const started = performance.now();
-      const scores = await current.patch(clean, corrupt, answer, wrong, (done, total) => {
+      patchRun = new AbortController();
+      const onProgress = (done: number, total: number) => {
         progress.value = done / total;
         status.textContent = `patching: ${done} of ${total} runs`;
-      });
+      };
+      const scores = await current.patch(clean, corrupt, answer, wrong, onProgress, patchRun.signal);
       const [answerLabel, wrongLabel] = await current.labels([answer, wrong]);
       if (mine !== asked && store.state.instrument !== 'patching') return;
       patching = { scores, cleanLabels: analysis.labels, answer: answerLabel!, wrong: wrongLabel! };
       status.textContent = `patched in ${((performance.now() - started) / 1000).toFixed(1)} s`;
       drawPatching();
     } catch (error) {
-      status.textContent = engineCrash(error) ? '' : error instanceof Error ? error.message : String(error);
+      const stopped = error instanceof Error && error.name === 'AbortError';
+      status.textContent = stopped ? 'patching stopped: the prompts changed' : engineCrash(error) ? '' : error instanceof Error ? error.message : String(error);
     } finally {
+      patchRun = undefined;
       progress.hidden = true;
       runPatch.disabled = false;
     }
@@ -445,6 +452,7 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
   }
 
   store.subscribe((state, changed) => {
+    if (patchRun && touched(changed, 'prompt', 'comparePrompt', 'model')) patchRun.abort();
     if (touched(changed, 'instrument')) show(state);
     if (touched(changed, 'comparePrompt') && compareBox.value !== (state.comparePrompt ?? '')) compareBox.value = state.comparePrompt ?? '';
     if (touched(changed, 'next')) void fillAnswerChoices(state);

@@ -90,7 +90,7 @@ pub enum Error {
     CaptureOverBudget { tokens: usize, hooks: usize, need: u64, patterns: u64, budget: u64 },
 
     /// A long computation stopped because its caller asked it to (its progress callback said so).
-    #[error("cancelled after {done} of {total} runs")]
+    #[error("cancelled after {done} of {total} steps")]
     Cancelled { done: usize, total: usize },
 
     #[error("cannot write {path}: {source}")]

@@ -361,7 +361,19 @@ fn the_logit_lens_reads_pytorchs_lens_logits() {
         let tokens = common::ids(&reference["tokens"]);
         let first = 3;
         let target = 7;
-        let lens = LogitLens::compute(&checkpoint.model, &Ablation::none(), &tokens, first, 3, Some(target)).unwrap();
+        let mut steps = Vec::new();
+        let mut follow = |done, total| {
+            steps.push((done, total));
+            true
+        };
+        let lens =
+            LogitLens::compute(&checkpoint.model, &Ablation::none(), &tokens, first, 3, Some(target), &mut follow)
+                .unwrap();
+        let total = c.n_layer + 2;
+        assert_eq!(steps, (1..=total).map(|done| (done, total)).collect::<Vec<_>>(), "{model}: one report per step");
+        let stopped =
+            LogitLens::compute(&checkpoint.model, &Ablation::none(), &tokens, first, 3, None, &mut |done, _| done < 2);
+        assert!(matches!(stopped, Err(gptlens::Error::Cancelled { done: 2, .. })));
         let want = &reference["lens.logits"];
         let t = tokens.len();
         assert_eq!(lens.top.len(), c.n_layer + 1);

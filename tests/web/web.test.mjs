@@ -1302,6 +1302,17 @@ test('instruments on SmolLM2: the IOI pair’s patching maps find the heads that
   await page.getByTestId('instrument-status').filter({ hasText: 'patching stopped' }).waitFor();
   await page.locator('[data-testid=tokens] .chip', { hasText: 'France' }).first().waitFor({ timeout: 20_000 });
   console.log(`a new prompt during patching: its tokens on screen ${Date.now() - typed} ms later`);
+  // The same for the logit lens: reading it takes seconds on SmolLM2; a new prompt stops it and
+  // the lens of the new prompt follows.
+  await page.getByTestId('instrument-lens').click();
+  await page.getByTestId('instrument-status').filter({ hasText: 'computing' }).waitFor();
+  const retyped = Date.now();
+  await page.getByTestId('prompt').fill('The capital of Spain is');
+  await page.locator('[data-testid=tokens] .chip', { hasText: 'Spain' }).first().waitFor({ timeout: 20_000 });
+  const chipsAfter = Date.now() - retyped;
+  await page.locator('[data-testid=lens-table] th', { hasText: 'Spain' }).first().waitFor({ timeout: 60_000 });
+  console.log(`a new prompt while the lens is read: its tokens on screen ${chipsAfter} ms later, its lens ${Date.now() - retyped} ms later`);
+  await page.getByTestId('instrument-patching').click();
   const started = Date.now();
   await page.getByTestId('ioi-preset').click();
   await page.locator('[data-testid=patch-heads-table] td').first().waitFor({ timeout: 300_000 });

@@ -188,8 +188,8 @@ export class Engine {
   }
 
   /** The logit lens at positions `first..` of `tokens` (with the page's ablation), following `target`. */
-  logitLens(tokens: Uint32Array, first: number, target: number | undefined, ablated: readonly string[], ablateWith: AblateWith): Promise<LogitLens> {
-    return this.client.logitLens(tokens, { first, k: 3, target, ablate: ablationUnits(ablated), ablateWith });
+  logitLens(tokens: Uint32Array, first: number, target: number | undefined, ablated: readonly string[], ablateWith: AblateWith, signal: AbortSignal): Promise<LogitLens> {
+    return this.client.logitLens(tokens, { first, k: 3, target, ablate: ablationUnits(ablated), ablateWith, signal });
   }
 
   /** Direct logit attribution at `position` for logit[answer] − logit[wrong] (defaults: the top two). */

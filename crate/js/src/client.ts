@@ -113,6 +113,9 @@ class Connection {
   }
 }
 
+/** A long request's progress: step `done` of `total`. */
+type Progress = (done: number, total: number) => boolean | void;
+
 /** Pieces of a streamed .gguf go to the worker in batches of this many bytes. */
 const BATCH_BYTES = 4 << 20;
 
@@ -208,27 +211,39 @@ export class GptlensWorker {
   }
 
   /**
-   * Activation patching in the worker (see Model.patch); `onProgress` follows its runs. Aborting
-   * `signal` rejects with an AbortError at once; where the page is cross-origin isolated (shared
-   * memory) it also stops the worker's sweep after the run in progress, so later requests do not
-   * wait for it — elsewhere the worker finishes the sweep first.
+   * Activation patching in the worker (see Model.patch); `onProgress` follows its runs, and
+   * `signal` stops it (see `cancellable`).
    */
-  async patch(
-    request: PatchRequest,
-    options: { onProgress?: ((done: number, total: number) => void) | undefined; signal?: AbortSignal | undefined } = {},
-  ): Promise<PatchScores> {
+  async patch(request: PatchRequest, options: { onProgress?: Progress | undefined; signal?: AbortSignal | undefined } = {}): Promise<PatchScores> {
     const vocab = this.vocabSize();
-    const { signal } = options;
+    const [clean, corrupt] = [check.tokenIds(request.clean, vocab, 'clean'), check.tokenIds(request.corrupt, vocab, 'corrupt')];
+    const [answer, wrong] = [check.tokenId(request.answer, vocab, 'answer'), check.tokenId(request.wrong, vocab, 'wrong')];
+    return this.cancellable('patch', (cancel) => [clean, corrupt, answer, wrong, cancel], options);
+  }
+
+  /** The logit lens in the worker (see Model.logitLens); `signal` stops it (see `cancellable`). */
+  async logitLens(tokens: Uint32Array | readonly number[], options: LogitLensOptions & { signal?: AbortSignal | undefined } = {}): Promise<LogitLens> {
+    const { onProgress, signal, ...rest } = options;
+    const ablate = rest.ablate && check.ablation(rest.ablate);
+    const ablateWith = check.ablateMean(rest.ablateWith) ? 'mean' : 'zero';
+    const ids = check.tokenIds(tokens, this.vocabSize());
+    return this.cancellable('logitLens', (cancel) => [ids, { ...rest, ablate, ablateWith }, cancel], { onProgress, signal });
+  }
+
+  /**
+   * A long request that reports progress and can be stopped. Aborting `signal` rejects with an
+   * AbortError at once; where the page is cross-origin isolated (shared memory) it also stops the
+   * worker's computation after its current step, so later requests do not wait for it —
+   * elsewhere the worker finishes it first.
+   */
+  private async cancellable<K extends 'patch' | 'logitLens'>(
+    op: K,
+    args: (cancel: Int32Array | undefined) => Args<K>,
+    { onProgress, signal }: { onProgress?: Progress | undefined; signal?: AbortSignal | undefined },
+  ): Promise<Result<K>> {
     const shared = signal !== undefined && typeof SharedArrayBuffer === 'function' && globalThis.crossOriginIsolated === true;
     const cancel = shared ? new Int32Array(new SharedArrayBuffer(4)) : undefined;
-    const args: Args<'patch'> = [
-      check.tokenIds(request.clean, vocab, 'clean'),
-      check.tokenIds(request.corrupt, vocab, 'corrupt'),
-      check.tokenId(request.answer, vocab, 'answer'),
-      check.tokenId(request.wrong, vocab, 'wrong'),
-      cancel,
-    ];
-    const stopped = () => new DOMException('patching was stopped', 'AbortError');
+    const stopped = () => new DOMException(`${op} was stopped`, 'AbortError');
     if (signal?.aborted) throw stopped();
     let onAbort = () => {};
     const aborted = new Promise<never>((_, reject) => {
@@ -239,22 +254,17 @@ export class GptlensWorker {
       signal?.addEventListener('abort', onAbort, { once: true });
     });
     // The worker's own "cancelled" error, when it stops first, is the same abort.
-    const sweep = this.connection.request('patch', args, [], options.onProgress).catch((error: unknown) => {
+    // No progress is reported once the caller has stopped it (the worker may be mid-step).
+    const progress = onProgress && ((done: number, total: number) => void (signal?.aborted || onProgress(done, total)));
+    const work = this.connection.request(op, args(cancel), [], progress).catch((error: unknown) => {
       throw signal?.aborted ? stopped() : error;
     });
     try {
-      return await Promise.race([sweep, aborted]);
+      return await Promise.race([work, aborted]);
     } finally {
       signal?.removeEventListener('abort', onAbort);
-      sweep.catch(() => {});
+      work.catch(() => {});
     }
-  }
-
-  /** The logit lens in the worker (see Model.logitLens). */
-  async logitLens(tokens: Uint32Array | readonly number[], options: LogitLensOptions = {}): Promise<LogitLens> {
-    const ablate = options.ablate && check.ablation(options.ablate);
-    const ablateWith = check.ablateMean(options.ablateWith) ? 'mean' : 'zero';
-    return this.connection.call('logitLens', check.tokenIds(tokens, this.vocabSize()), { ...options, ablate, ablateWith });
   }
 
   /** Direct logit attribution in the worker (see Model.attribution). */

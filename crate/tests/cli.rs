@@ -521,3 +521,65 @@ fn mean_ablation_from_the_cli_matches_pytorch() {
     let lonely = gptlens(&["run", "--model", &path, "--tokens", "1,2", "--mean"]);
     assert!(String::from_utf8_lossy(&lonely.stderr).contains("--ablate"), "--mean needs --ablate");
 }
+
+/// `gptlens trace` on an encoder (the post-LN, sinusoidal, bidirectional fixture, with a tied
+/// head): full attention rows (nonzero above the diagonal), no final norm (post-LN), equal to
+/// PyTorch's first batch row, which has no padding.
+#[test]
+fn trace_works_for_an_encoder() {
+    let model = fixture("encoder/variants/post-gelu-sinusoidal-bidirectional");
+    let reference = common::reference_from_bytes(&std::fs::read(model.join("reference.safetensors")).unwrap());
+    let t = reference["input_ids"].shape[1];
+    let tokens: Vec<String> = ids(&reference["input_ids"])[..t].iter().map(u32::to_string).collect();
+    let out_path = std::env::temp_dir().join(format!("gptlens-encoder-trace-{}.safetensors", std::process::id()));
+    let out = gptlens(&[
+        "trace",
+        "--model",
+        &model.display().to_string(),
+        "--tokens",
+        &tokens.join(","),
+        "--out",
+        &out_path.display().to_string(),
+    ]);
+    stdout(&out);
+    let trace = common::reference_from_bytes(&std::fs::read(&out_path).unwrap());
+    let _ = std::fs::remove_file(&out_path);
+    assert!(trace.contains_key("logits") && !trace.contains_key("ln_final.hook_scale"));
+    let pattern = &trace["blocks.0.attn.hook_pattern"];
+    assert_eq!(pattern.shape, [4, t, t]);
+    assert!(pattern.data[1] > 0.0, "query 0 reads key 1: the map is full, not causal");
+    let want = &reference["pattern.0"].data[..4 * t * t];
+    assert!(max_abs_diff(&pattern.data, want) <= 1e-5);
+}
+
+/// `gptlens embed` on all-MiniLM-L6-v2 gives PyTorch's cosine similarities (sentence-transformers'
+/// pooling) within 1e-5, when scripts/fetch-minilm.sh could fetch the model.
+#[test]
+fn embed_gives_pytorchs_similarities() {
+    let dir = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/models/all-MiniLM-L6-v2"));
+    if !dir.join("model.safetensors").exists() {
+        println!("skipped: all-MiniLM-L6-v2 is not in assets/models (scripts/fetch-minilm.sh could not fetch it)");
+        return;
+    }
+    let sentences: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(fixture("encoder/minilm/sentences.json")).unwrap()).unwrap();
+    let texts: Vec<&str> = sentences.iter().map(|s| s["text"].as_str().unwrap()).collect();
+    let mut args = vec!["embed".to_string(), "--model".into(), dir.display().to_string(), "--json".into()];
+    for t in &texts {
+        args.extend(["--text".to_string(), t.to_string()]);
+    }
+    let out = stdout(&gptlens(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let want = &common::reference_from_bytes(&std::fs::read(fixture("encoder/minilm/reference.safetensors")).unwrap())
+        ["cosine"];
+    let n = texts.len();
+    for (a, row) in v["similarity"].as_array().unwrap().iter().enumerate() {
+        for (b, s) in row.as_array().unwrap().iter().enumerate() {
+            let (got, expected) = (s.as_f64().unwrap() as f32, want.data[a * n + b]);
+            assert!((got - expected).abs() <= 1e-5, "similarity {a}·{b}: {got} vs PyTorch {expected}");
+        }
+    }
+    let table =
+        stdout(&gptlens(&["embed", "--model", &dir.display().to_string(), "--text", texts[0], "--text", texts[1]]));
+    assert!(table.contains("cosine similarity:") && table.contains("384 dimensions"), "{table}");
+}

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::{assert_traces_agree, check_against_pytorch, ids, load, max_abs_diff, reference};
 use gptlens::backend::{select, BackendChoice};
 use gptlens::gpu::GPU_CHUNK;
-use gptlens::model::{Arch, Config, Rope, RopePairing, SlidingWindow, Weights};
+use gptlens::model::{Arch, Config, Rope, RopePairing, SlidingWindow, Variant, Weights};
 use gptlens::sample::{Sampler, SamplingParams};
 use gptlens::{Backend, CaptureSpec, Model, Session};
 
@@ -120,6 +120,7 @@ fn gemma_long_context_model() -> Arc<Model> {
         head_dim: 16,
         query_pre_attn_scalar: Some(32.0),
         sliding_window: Some(SlidingWindow { size: 70, global_every: 2, local_theta: 100.0 }),
+        variant: Variant::of(Arch::Gemma3),
         ..llama_long_context()
     };
     Arc::new(Model { weights: Weights::random(&config, 4), config })
@@ -143,6 +144,8 @@ fn llama_long_context() -> Config {
         bos_token_id: None,
         eos_token_id: None,
         tied_head: false,
+        variant: Variant::of(Arch::Llama),
+        token_types: 0,
     }
 }
 

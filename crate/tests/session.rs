@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{assert_traces_agree, load};
-use gptlens::model::{Arch, Config, Weights};
+use gptlens::model::{Arch, Config, Variant, Weights};
 use gptlens::{CaptureSpec, Model, Session, Trace};
 
 fn fixture_model() -> Arc<Model> {
@@ -150,6 +150,8 @@ fn chunked_prefill_agrees_with_token_by_token() {
         bos_token_id: None,
         eos_token_id: None,
         tied_head: true,
+        variant: Variant::of(Arch::Gpt2),
+        token_types: 0,
     };
     let model = Arc::new(Model { weights: Weights::random(&config, 9), config });
     let spec = CaptureSpec::standard(&model.config);

@@ -64,6 +64,22 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         hooks: Option<Vec<String>>,
     },
+    /// Sentence embeddings from an encoder (all-MiniLM-L6-v2): each text's first values, and the
+    /// cosine similarity of every pair (mean-pooled final hidden states, L2-normalised).
+    Embed {
+        /// A model folder (config.json, model.safetensors, tokenizer.json).
+        #[arg(long)]
+        model: PathBuf,
+        /// A text to embed; give it several times to compare them.
+        #[arg(long, required = true)]
+        text: Vec<String>,
+        /// How many leading values of each embedding to print.
+        #[arg(long, default_value_t = 8)]
+        show: usize,
+        /// Print {"embeddings": [{"text", "tokens", "embedding": [all values]}], "similarity": [[…]]}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the token ids and pieces of a text. Reads only the tokenizer: a .gguf (one holding a
     /// vocabulary and no tensors will do), a tokenizer.json, or a folder with either.
     Tokenize {
@@ -347,8 +363,48 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
                 }
             }
         }
+        Command::Embed { model, text, show, json } => {
+            let ckpt = Checkpoint::open(&model)?;
+            let tokenizer = ckpt.tokenizer()?;
+            let mut session = session(&ckpt, backend, Ablation::none())?;
+            let mut embedded = Vec::with_capacity(text.len());
+            for t in &text {
+                let tokens = tokenizer.encode(t)?;
+                let embedding = session.embed(&tokens)?;
+                embedded.push((t, tokens.len(), embedding));
+            }
+            let similarity: Vec<Vec<f32>> = embedded
+                .iter()
+                .map(|(_, _, a)| embedded.iter().map(|(_, _, b)| gptlens::model::cosine(a, b)).collect())
+                .collect();
+            if json {
+                let embeddings: Vec<_> = embedded
+                    .iter()
+                    .map(|(t, n, e)| serde_json::json!({"text": t, "tokens": n, "embedding": e}))
+                    .collect();
+                out!(stdout, "{}", serde_json::json!({ "embeddings": embeddings, "similarity": similarity }));
+            } else {
+                for (i, (t, n, e)) in embedded.iter().enumerate() {
+                    let first: Vec<String> = e.iter().take(show).map(|x| format!("{x:+.5}")).collect();
+                    out!(stdout, "[{i}] {t:?} ({n} tokens, {} dimensions): {} …", e.len(), first.join(" "));
+                }
+                if embedded.len() > 1 {
+                    out!(stdout, "cosine similarity:");
+                    for (i, row) in similarity.iter().enumerate() {
+                        let cells: Vec<String> = row.iter().map(|s| format!("{s:.5}")).collect();
+                        out!(stdout, "[{i}] {}", cells.join("  "));
+                    }
+                }
+            }
+        }
         Command::Run { input, top, temperature, json } => {
             let Loaded { ckpt, tokens, ablation } = input.load()?;
+            if !ckpt.model.config.has_head() {
+                return Err(Error::InvalidArgument(
+                    "this model is an encoder: it has no next-token prediction (try `gptlens embed` or `gptlens trace`)".into(),
+                )
+                .into());
+            }
             let tok = ckpt.tokenizer.as_ref();
             let trace = session(&ckpt, backend, ablation)?.run(&tokens, &CaptureSpec::none())?;
             let probs = softmax_with_temperature(&trace.last_logits, temperature)?;

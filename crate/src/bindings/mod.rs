@@ -70,6 +70,14 @@ export interface ModelInfo {
   hooks: string[];
   /** The hooks a run records when none are named (attention patterns, norm statistics, residual norms, logits). */
   standardHooks: string[];
+  /** `'bidirectional'` for an encoder (BERT): every position reads every other, patterns are full `[H, T, T]`. */
+  attention: 'causal' | 'bidirectional';
+  /** `'post'`: each block normalises after its sublayers (BERT, the original transformer); `'pre'`: before. */
+  normPlacement: 'pre' | 'post';
+  /** What is added to the token embeddings for position (`'none'` for rotary models and models without positions). */
+  positions: 'learned' | 'sinusoidal' | 'none';
+  /** False for an encoder: no next-token logits; `embed` gives its sentence embedding. */
+  hasHead: boolean;
 }
 /** Activation patching (`Model.patch`): each score is (diff(patched) − diff(corrupt)) / (diff(clean) − diff(corrupt)),
  * diff = logit[answer] − logit[wrong] at the last position. */

@@ -56,6 +56,10 @@ struct ModelInfo {
     bos_token_id: Option<u32>,
     hooks: Vec<String>,
     standard_hooks: Vec<String>,
+    attention: &'static str,
+    norm_placement: &'static str,
+    positions: &'static str,
+    has_head: bool,
 }
 
 #[wasm_bindgen]
@@ -110,6 +114,17 @@ impl Model {
             bos_token_id: c.bos_token_id,
             hooks: Hook::offered(c).iter().map(Hook::to_string).collect(),
             standard_hooks: Hook::standard(c).iter().map(Hook::to_string).collect(),
+            attention: if c.bidirectional() { "bidirectional" } else { "causal" },
+            norm_placement: match c.variant.norm {
+                crate::model::NormPlacement::Pre => "pre",
+                crate::model::NormPlacement::Post => "post",
+            },
+            positions: match c.variant.positions {
+                crate::model::Positions::Learned => "learned",
+                crate::model::Positions::Sinusoidal => "sinusoidal",
+                crate::model::Positions::None => "none",
+            },
+            has_head: c.has_head(),
         })
     }
 
@@ -149,6 +164,12 @@ impl Model {
     #[wasm_bindgen(js_name = runAsync, unchecked_return_type = "Promise<Trace>")]
     pub fn run_async(&self, tokens: Vec<u32>, capture: Option<Vec<String>>) -> Result<js_sys::Promise, JsError> {
         Ok(self.session()?.run_async(tokens, capture))
+    }
+
+    /// The sentence embedding of `tokens` (`[dModel]`): the final hidden states averaged over the
+    /// tokens and scaled to length 1, as sentence-transformers pools all-MiniLM-L6-v2. On the CPU.
+    pub fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>, JsError> {
+        Ok(crate::Session::new(Arc::clone(&self.checkpoint.model)).embed(tokens)?)
     }
 
     /// A session on the model's current backend: runs that share a prefix with the previous one

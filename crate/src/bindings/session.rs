@@ -172,6 +172,12 @@ impl Session {
         Ok(lock(&self.state)?.session.last_logits().to_vec())
     }
 
+    /// The sentence embedding of `tokens` (`Model.embed`), reusing this session's buffers; the
+    /// session then holds `tokens`. On the CPU.
+    pub fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>, JsError> {
+        Ok(lock(&self.state)?.session.embed(tokens)?)
+    }
+
     /// Where this session runs: `"cpu"` or `"webgpu"`.
     #[wasm_bindgen(unchecked_return_type = "'cpu' | 'webgpu'")]
     pub fn backend(&self) -> Result<String, JsError> {

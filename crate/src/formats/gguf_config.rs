@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::formats::gguf::GgufFile;
-use crate::model::{Arch, Config, Rope, RopePairing, SlidingWindow};
+use crate::model::{Arch, Config, Rope, RopePairing, SlidingWindow, Variant};
 
 /// The GGUF architectures gptlens runs, for messages.
 pub const RUNS: &str = "\"llama\", \"qwen2\", \"gemma3\" and \"gpt2\"";
@@ -34,6 +34,7 @@ pub fn parse(file: &GgufFile) -> Result<Config> {
     let optional_f32 = |k: &str| file.metadata(&key(k)).and_then(|v| v.as_f32());
     let (norm_eps, rope) = match arch {
         Arch::Gpt2 => (file.get_f32(&key("attention.layer_norm_epsilon"))?, None),
+        Arch::Bert => return Err(Error::Config("BERT GGUF files are not read (load the Hugging Face folder)".into())),
         Arch::Llama | Arch::Qwen2 | Arch::Gemma3 => {
             let theta = optional_f32("rope.freq_base").unwrap_or(10_000.0);
             // llama.cpp's converter permutes LLaMA's q and k rows for adjacent-pair rotation;
@@ -82,6 +83,8 @@ pub fn parse(file: &GgufFile) -> Result<Config> {
         bos_token_id: token("bos_token_id"),
         eos_token_id: token("eos_token_id"),
         tied_head: file.tensor("output.weight").is_err(),
+        variant: Variant::of(arch),
+        token_types: 0,
     };
     config.check_limits(|field| {
         let k = match field {

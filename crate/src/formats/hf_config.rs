@@ -4,7 +4,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::formats::limits::{MAX_HEADS, MAX_WIDTH};
-use crate::model::{Arch, Config, Rope, RopePairing, SlidingWindow};
+use crate::model::{Arch, Attention, Config, Mlp, NormPlacement, Positions, Rope, RopePairing, SlidingWindow, Variant};
 
 /// The fields gptlens reads from a GPT-2 config; names and defaults follow `transformers.GPT2Config`.
 #[derive(Deserialize)]
@@ -23,6 +23,32 @@ struct HfGpt2Config {
     scale_attn_weights: Option<bool>,
     scale_attn_by_inverse_layer_idx: Option<bool>,
     reorder_and_upcast_attn: Option<bool>,
+    // gptlens's variant keys (README "Transformer variants"); absent means GPT-2's own.
+    /// `"learned"` (GPT-2's `wpe`) | `"sinusoidal"` | `"rope"` (with `rope_theta`) | `"none"`.
+    position_embedding_type: Option<String>,
+    rope_theta: Option<f32>,
+    /// `"pre"` | `"post"`.
+    norm_placement: Option<String>,
+    /// `"causal"` | `"bidirectional"`.
+    attention: Option<String>,
+    /// Multiply token embeddings by √n_embd.
+    scale_embeddings: Option<bool>,
+}
+
+/// The fields gptlens reads from a BERT config (`transformers.BertConfig`).
+#[derive(Deserialize)]
+struct HfBertConfig {
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    vocab_size: usize,
+    max_position_embeddings: usize,
+    type_vocab_size: Option<usize>,
+    layer_norm_eps: Option<f32>,
+    hidden_act: Option<String>,
+    position_embedding_type: Option<String>,
+    is_decoder: Option<bool>,
 }
 
 /// The fields gptlens reads from a LLaMA config (`transformers.LlamaConfig`), and from the configs
@@ -75,6 +101,7 @@ pub fn parse(bytes: &[u8]) -> Result<Config> {
     let model_type = serde_json::from_slice::<ModelType>(bytes).map_err(json)?.model_type;
     let config = match model_type.as_deref() {
         Some("gpt2") | None => gpt2(serde_json::from_slice(bytes).map_err(json)?)?,
+        Some("bert") => bert(serde_json::from_slice(bytes).map_err(json)?)?,
         Some(name @ ("llama" | "qwen2" | "gemma3_text")) => {
             let arch = match name {
                 "llama" => Arch::Llama,
@@ -85,13 +112,16 @@ pub fn parse(bytes: &[u8]) -> Result<Config> {
         }
         Some(other) => {
             return Err(Error::Config(format!(
-            "model_type is \"{other}\"; gptlens reads \"gpt2\", \"llama\", \"qwen2\" and \"gemma3_text\" checkpoints"
+            "model_type is \"{other}\"; gptlens reads \"gpt2\", \"bert\", \"llama\", \"qwen2\" and \"gemma3_text\" checkpoints"
         )))
         }
     };
     let gpt2 = config.arch == Arch::Gpt2;
+    let bert = config.arch == Arch::Bert;
     config.check_limits(|field| {
         let name = match (field, gpt2) {
+            ("n_kv_head", false) if bert => "num_attention_heads",
+            ("head_dim", false) if bert => "hidden_size",
             ("n_layer", true) => "n_layer",
             ("n_layer", false) => "num_hidden_layers",
             ("n_head", true) | ("n_kv_head", true) => "n_head",
@@ -104,6 +134,7 @@ pub fn parse(bytes: &[u8]) -> Result<Config> {
             ("d_ff", true) => "n_inner",
             ("d_ff", false) => "intermediate_size",
             ("vocab_size", _) => "vocab_size",
+            ("token_types", _) => "type_vocab_size",
             (_, true) => "n_positions",
             (_, false) => "max_position_embeddings",
         };
@@ -114,12 +145,44 @@ pub fn parse(bytes: &[u8]) -> Result<Config> {
 }
 
 fn gpt2(hf: HfGpt2Config) -> Result<Config> {
-    let activation = hf.activation_function.as_deref().unwrap_or("gelu_new");
-    if !matches!(activation, "gelu_new" | "gelu_pytorch_tanh") {
-        return Err(Error::Config(format!(
-            "activation_function \"{activation}\" is not supported (gptlens implements GPT-2's tanh GELU, \"gelu_new\")"
-        )));
-    }
+    let one_of = |key: &str, value: &Option<String>, default: &'static str, allowed: &[&'static str]| {
+        let value = value.as_deref().unwrap_or(default);
+        allowed.iter().find(|&&a| a == value).copied().ok_or_else(|| {
+            Error::Config(format!("{key} \"{value}\" is not supported (gptlens reads {})", allowed.join(", ")))
+        })
+    };
+    let mlp = match one_of(
+        "activation_function",
+        &hf.activation_function,
+        "gelu_new",
+        &["gelu_new", "gelu_pytorch_tanh", "gelu", "relu"],
+    )? {
+        "gelu" => Mlp::GeluErf,
+        "relu" => Mlp::Relu,
+        _ => Mlp::Gelu,
+    };
+    let position_type = one_of(
+        "position_embedding_type",
+        &hf.position_embedding_type,
+        "learned",
+        &["learned", "sinusoidal", "rope", "none"],
+    )?;
+    let positions = match position_type {
+        "learned" => Positions::Learned,
+        "sinusoidal" => Positions::Sinusoidal,
+        _ => Positions::None,
+    };
+    let rope = (position_type == "rope")
+        .then(|| Rope { theta: hf.rope_theta.unwrap_or(10_000.0), pairing: RopePairing::HalfSplit });
+    let norm = match one_of("norm_placement", &hf.norm_placement, "pre", &["pre", "post"])? {
+        "post" => NormPlacement::Post,
+        _ => NormPlacement::Pre,
+    };
+    let attention = match one_of("attention", &hf.attention, "causal", &["causal", "bidirectional"])? {
+        "bidirectional" => Attention::Bidirectional,
+        _ => Attention::Causal,
+    };
+    let variant = Variant { positions, norm, attention, mlp, scale_embeddings: hf.scale_embeddings.unwrap_or(false) };
     // Variants of GPT-2 attention this engine does not implement: refuse rather than run them wrong.
     for (flag, value, supported) in [
         ("scale_attn_weights", hf.scale_attn_weights, true),
@@ -141,12 +204,51 @@ fn gpt2(hf: HfGpt2Config) -> Result<Config> {
         vocab_size: hf.vocab_size,
         n_ctx: hf.n_positions,
         norm_eps: hf.layer_norm_epsilon.unwrap_or(1e-5),
-        rope: None,
+        rope,
         query_pre_attn_scalar: None,
         sliding_window: None,
         bos_token_id: token_id(&hf.bos_token_id, hf.vocab_size),
         eos_token_id: token_id(&hf.eos_token_id, hf.vocab_size),
         tied_head: hf.tie_word_embeddings.unwrap_or(true),
+        variant,
+        token_types: 0,
+    })
+}
+
+/// BERT as all-MiniLM-L6-v2 and its kin build it: absolute positions, GELU (erf), an encoder.
+fn bert(hf: HfBertConfig) -> Result<Config> {
+    let unsupported = |what: String| Err(Error::Config(format!("{what} is not supported")));
+    if let Some(act) = hf.hidden_act.as_deref().filter(|&a| a != "gelu") {
+        return unsupported(format!("hidden_act \"{act}\" (gptlens runs BERT with \"gelu\", the exact GELU)"));
+    }
+    if let Some(p) = hf.position_embedding_type.as_deref().filter(|&p| p != "absolute") {
+        return unsupported(format!("position_embedding_type \"{p}\" (BERT's \"absolute\" is)"));
+    }
+    if hf.is_decoder == Some(true) {
+        return unsupported("is_decoder (a BERT decoder)".into());
+    }
+    if hf.type_vocab_size == Some(0) {
+        return unsupported("type_vocab_size 0 (token type 0 is added to every token)".into());
+    }
+    Ok(Config {
+        arch: Arch::Bert,
+        n_layer: hf.num_hidden_layers,
+        n_head: hf.num_attention_heads,
+        n_kv_head: hf.num_attention_heads,
+        d_model: hf.hidden_size,
+        head_dim: hf.hidden_size.checked_div(hf.num_attention_heads).unwrap_or(0),
+        d_ff: hf.intermediate_size,
+        vocab_size: hf.vocab_size,
+        n_ctx: hf.max_position_embeddings,
+        norm_eps: hf.layer_norm_eps.unwrap_or(1e-12),
+        rope: None,
+        query_pre_attn_scalar: None,
+        sliding_window: None,
+        bos_token_id: None,
+        eos_token_id: None,
+        tied_head: false,
+        variant: Variant::of(Arch::Bert),
+        token_types: hf.type_vocab_size.unwrap_or(2),
     })
 }
 
@@ -206,6 +308,8 @@ fn llama_family(arch: Arch, hf: HfLlamaConfig) -> Result<Config> {
         eos_token_id: token_id(&hf.eos_token_id, hf.vocab_size),
         // Gemma ties its head by default; LLaMA and Qwen2 say so when they do.
         tied_head: hf.tie_word_embeddings.unwrap_or(gemma),
+        variant: Variant::of(arch),
+        token_types: 0,
     })
 }
 
@@ -303,8 +407,14 @@ mod tests {
         for (json, needle) in [
             (r#"{"n_layer":1}"#, "missing field"),
             (r#"not json"#, "expected"),
-            (&GPT2_SMALL.replace("\"gpt2\"", "\"bert\""), "model_type"),
-            (&GPT2_SMALL.replace("gelu_new", "relu"), "activation_function"),
+            (&GPT2_SMALL.replace("\"gpt2\"", "\"t5\""), "model_type"),
+            (&GPT2_SMALL.replace("gelu_new", "swish"), "activation_function"),
+            (&GPT2_SMALL.replace("\"n_layer\"", "\"norm_placement\":\"sandwich\",\"n_layer\""), "norm_placement"),
+            (&GPT2_SMALL.replace("\"n_layer\"", "\"attention\":\"sliding\",\"n_layer\""), "attention"),
+            (
+                &GPT2_SMALL.replace("\"n_layer\"", "\"position_embedding_type\":\"alibi\",\"n_layer\""),
+                "position_embedding_type",
+            ),
             (&GPT2_SMALL.replace("\"n_head\":12", "\"n_head\":7"), "multiple"),
             (&GPT2_SMALL.replace("\"n_layer\":12", "\"n_layer\":0"), "n_layer"),
             (&GPT2_SMALL.replace("1024", "99999999999"), "n_positions"),
@@ -312,6 +422,48 @@ mod tests {
         ] {
             let err = parse(json.as_bytes()).unwrap_err().to_string();
             assert!(err.contains(needle), "{json} → {err}");
+        }
+    }
+
+    #[test]
+    fn reads_the_variant_keys() {
+        let original = GPT2_SMALL.replace(
+            "\"n_layer\"",
+            r#""position_embedding_type":"sinusoidal","norm_placement":"post","attention":"bidirectional",
+               "activation_function":"relu","scale_embeddings":true,"n_layer""#,
+        );
+        let original = original.replace("\"activation_function\":\"gelu_new\",", "");
+        let v = parse(original.as_bytes()).unwrap().variant;
+        assert_eq!(
+            (v.positions, v.norm, v.attention, v.mlp),
+            (Positions::Sinusoidal, NormPlacement::Post, Attention::Bidirectional, Mlp::Relu)
+        );
+        assert!(v.scale_embeddings);
+        let rope =
+            GPT2_SMALL.replace("\"n_layer\"", "\"position_embedding_type\":\"rope\",\"rope_theta\":500.0,\"n_layer\"");
+        let c = parse(rope.as_bytes()).unwrap();
+        assert_eq!((c.variant.positions, c.rope.map(|r| r.theta)), (Positions::None, Some(500.0)));
+        assert_eq!(parse(GPT2_SMALL.as_bytes()).unwrap().variant, Variant::of(Arch::Gpt2));
+    }
+
+    #[test]
+    fn reads_a_bert_config() {
+        let minilm = r#"{"model_type":"bert","hidden_size":384,"intermediate_size":1536,"num_hidden_layers":6,
+            "num_attention_heads":12,"vocab_size":30522,"max_position_embeddings":512,"type_vocab_size":2,
+            "layer_norm_eps":1e-12,"hidden_act":"gelu","position_embedding_type":"absolute"}"#;
+        let c = parse(minilm.as_bytes()).unwrap();
+        assert_eq!(
+            (c.arch, c.head_dim, c.norm_eps, c.has_head(), c.has_final_norm()),
+            (Arch::Bert, 32, 1e-12, false, false)
+        );
+        assert!(c.bidirectional() && c.chunk_len() == 512);
+        for (change, needle) in [
+            (("\"gelu\"", "\"relu\""), "hidden_act"),
+            (("\"absolute\"", "\"relative_key\""), "position_embedding_type"),
+            (("\"num_attention_heads\":12", "\"num_attention_heads\":7"), "multiple"),
+        ] {
+            let err = parse(minilm.replace(change.0, change.1).as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(needle), "{change:?} → {err}");
         }
     }
 

@@ -38,6 +38,14 @@ impl GpuModel {
     /// Uploads the weights (quantized matrices in their block form) and compiles the kernels.
     pub fn new(gpu: Arc<Gpu>, model: Arc<Model>) -> Result<GpuModel> {
         let c = &model.config;
+        if !c.variant.is_standard_for(c.arch) || c.arch == crate::model::Arch::Bert {
+            return Err(Error::Gpu(format!(
+                "the GPU backend runs GPT-2, LLaMA, Qwen2 and Gemma 3 as built; this {} model's variant ({:?}) \
+                 runs on the CPU backend",
+                c.arch.name(),
+                c.variant
+            )));
+        }
         if c.head_dim() > 256 {
             return Err(Error::Gpu(format!("head size {} is above the GPU attention kernel's 256", c.head_dim())));
         }
@@ -395,7 +403,7 @@ impl GpuPass {
             sublayer_output(&mut ops, &lw.attn_output, Act::AttOut, lw.attn_post_norm.as_ref());
             norm(&mut ops, &lw.ffn_norm, NormSite::Ln2(l));
             linear(&mut ops, &lw.ffn_up, Act::Xn, Act::Up, 0);
-            match (&lw.ffn_gate, c.arch.mlp()) {
+            match (&lw.ffn_gate, c.variant.mlp) {
                 (Some(gate), mlp) => {
                     linear(&mut ops, gate, Act::Xn, Act::Gate, 0);
                     let (kernel, op) =
@@ -504,7 +512,7 @@ impl GpuPass {
         let (x, rest) = self.embed.split_at_mut(n * d);
         let (position, all_angles) = rest.split_at_mut(d);
         let (angles, angles_local) = all_angles.split_at_mut(2 * n * half);
-        let embedding_scale = c.arch.embedding_scale(d);
+        let embedding_scale = c.embedding_scale();
         for (i, &tok) in tokens.iter().enumerate() {
             let row = &mut x[i * d..(i + 1) * d];
             w.row(&w.token_embd, tok as usize, row);

@@ -180,8 +180,10 @@ impl GpuWeights {
                 })
             })
             .collect::<Result<_>>()?;
-        let output_norm = up.norm(&w.output_norm, "output_norm")?;
-        let output = up.matrix(&w.output, "output")?;
+        // `GpuModel::new` admits only decoders with a final norm and a head.
+        let missing = |what: &str| Error::Gpu(format!("the GPU backend needs the model's {what}"));
+        let output_norm = up.norm(w.output_norm.as_ref().ok_or_else(|| missing("final norm"))?, "output_norm")?;
+        let output = up.matrix(w.output.as_ref().ok_or_else(|| missing("LM head"))?, "output")?;
         Ok(GpuWeights { layers, output_norm, output, bytes: up.bytes })
     }
 

@@ -58,6 +58,11 @@ impl LogitLens {
         progress: &mut dyn FnMut(usize, usize) -> bool,
     ) -> Result<LogitLens> {
         let c = &model.config;
+        if !c.has_head() {
+            return Err(Error::InvalidArgument(
+                "the logit lens reads tokens through the LM head; an encoder has none".into(),
+            ));
+        }
         if tokens.is_empty() {
             return Err(Error::EmptyInput);
         }
@@ -158,6 +163,13 @@ impl Attribution {
         wrong: Option<u32>,
     ) -> Result<Attribution> {
         let Model { config: c, weights: w } = model.as_ref();
+        let (Some(output), Some(output_norm)) = (w.output, w.output_norm) else {
+            return Err(Error::InvalidArgument(
+                "direct logit attribution reads the residual through the final norm and the LM head; a post-LN \
+                 model normalises the residual inside every block (and an encoder has no head), so its parts do not add up"
+                    .into(),
+            ));
+        };
         if c.arch.gemma_norms() {
             return Err(Error::InvalidArgument(
                 "direct logit attribution needs a residual that is a sum of its parts; Gemma's post-attention and \
@@ -203,10 +215,10 @@ impl Attribution {
 
         // The direction a normed part is read along: γ ⊙ (W_U[answer] − W_U[wrong]).
         let (mut unembed_answer, mut unembed_wrong) = (vec![0f32; d], vec![0f32; d]);
-        w.row(&w.output, answer as usize, &mut unembed_answer);
-        w.row(&w.output, wrong as usize, &mut unembed_wrong);
+        w.row(&output, answer as usize, &mut unembed_answer);
+        w.row(&output, wrong as usize, &mut unembed_wrong);
         let delta: Vec<f32> = unembed_answer.iter().zip(&unembed_wrong).map(|(a, b)| a - b).collect();
-        let gamma = w.get(w.output_norm.weight);
+        let gamma = w.get(output_norm.weight);
         let direction: Vec<f64> = gamma.iter().zip(&delta).map(|(g, x)| f64::from(g * x)).collect();
         let scale = f64::from(at(Hook::NormScale(NormSite::Final), 1)[0]);
         let centred = c.arch.norm_has_mean();
@@ -218,7 +230,7 @@ impl Attribution {
 
         let mut token_row = vec![0f32; d];
         w.row(&w.token_embd, tokens[p] as usize, &mut token_row);
-        if let Some(s) = c.arch.embedding_scale(d) {
+        if let Some(s) = c.embedding_scale() {
             token_row.iter_mut().for_each(|x| *x *= s);
         }
         let embed = contribution(&token_row);
@@ -236,7 +248,7 @@ impl Attribution {
         let attn_bias: Vec<f32> =
             w.layers.iter().map(|lw| lw.attn_output.bias.map_or(0.0, |b| contribution(w.get(b)))).collect();
         let mlps: Vec<f32> = (0..c.n_layer).map(|l| contribution(at(Hook::MlpOut(l), d))).collect();
-        let final_bias = w.output_norm.bias.map_or(0.0, |b| {
+        let final_bias = output_norm.bias.map_or(0.0, |b| {
             w.get(b).iter().zip(&delta).map(|(&b, &x)| f64::from(b) * f64::from(x)).sum::<f64>() as f32
         });
         let total = embed

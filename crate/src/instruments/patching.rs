@@ -85,7 +85,7 @@ pub fn patch(
     let resid_spec = CaptureSpec::from_names(&names.iter().step_by(2).collect::<Vec<_>>(), c)?;
     let mut captures = crate::model::session::Captures::new(&resid_spec);
     let none = Replacements::default();
-    let edits = Edits { ablated: &none, patch_z: None };
+    let edits = Edits { ablated: &none, patch_z: None, attended: None };
     run_as_team(|| {
         for (i, chunk) in corrupt.chunks(CHUNK).enumerate() {
             forward_chunk(model, &mut acts, &mut kv, ChunkInput::Tokens(chunk), i * CHUNK, &mut captures, edits);
@@ -109,7 +109,15 @@ pub fn patch(
                 let at = pos0 + i * CHUNK;
                 let patch_z = patch_z.map(|(head, z)| (layer, head, &z[(at - pos0) * hd..][..chunk.len() / d * hd]));
                 let input = ChunkInput::Residual { layer, rows: chunk };
-                forward_chunk(model, &mut acts, &mut kv, input, at, &mut no_capture, Edits { ablated: &none, patch_z });
+                forward_chunk(
+                    model,
+                    &mut acts,
+                    &mut kv,
+                    input,
+                    at,
+                    &mut no_capture,
+                    Edits { ablated: &none, patch_z, attended: None },
+                );
             }
         });
         diff(&acts.logits[..c.vocab_size])
@@ -171,6 +179,13 @@ pub fn patch(
 
 /// Refuses a request the sweeps cannot run, naming what is wrong.
 fn check(c: &Config, r: &PatchRequest) -> Result<()> {
+    if !c.has_head() || c.bidirectional() {
+        return Err(Error::InvalidArgument(
+            "patching scores a next-token logit difference and reuses the causal prefix of a run; it runs on \
+             causal models with an LM head, not on encoders"
+                .into(),
+        ));
+    }
     if r.clean.len() != r.corrupt.len() {
         return Err(Error::InvalidArgument(format!(
             "patching needs prompts of the same length: the clean prompt has {} tokens, the corrupted {}",

@@ -1,5 +1,6 @@
-//! MLP activations: GPT-2's GELU (`gelu_new`, the tanh approximation), LLaMA's SwiGLU and Gemma's
-//! GeGLU (the same GELU as a gate), written as transformers writes them.
+//! MLP activations: GPT-2's GELU (`gelu_new`, the tanh approximation), LLaMA's SwiGLU, Gemma's
+//! GeGLU (the same GELU as a gate), BERT's exact GELU (erf) and the original transformer's ReLU,
+//! written as PyTorch and transformers write them.
 
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 
@@ -10,6 +11,19 @@ fn gelu(u: f32) -> f32 {
 pub fn gelu_new(x: &mut [f32]) {
     for v in x {
         *v = gelu(*v);
+    }
+}
+
+/// The exact GELU, `x · ½(1 + erf(x/√2))` (PyTorch's `F.gelu`, BERT's `"gelu"`).
+pub fn gelu_erf(x: &mut [f32]) {
+    for v in x {
+        *v = 0.5 * *v * (1.0 + libm::erff(*v * std::f32::consts::FRAC_1_SQRT_2));
+    }
+}
+
+pub fn relu(x: &mut [f32]) {
+    for v in x {
+        *v = v.max(0.0);
     }
 }
 
@@ -29,6 +43,17 @@ pub fn silu_mul(gate: &[f32], up: &mut [f32]) {
 
 #[cfg(test)]
 mod tests {
+    /// Φ(1) = 0.841344746…, so gelu(1) = 0.841344746; gelu(−1) = −(1 − Φ(1)) = −0.158655254.
+    #[test]
+    fn exact_gelu_and_relu() {
+        let mut x = [1.0, -1.0, 0.0];
+        super::gelu_erf(&mut x);
+        assert!((x[0] - 0.841_344_7).abs() < 1e-6 && (x[1] + 0.158_655_25).abs() < 1e-6 && x[2] == 0.0);
+        let mut y = [-2.0, 3.0];
+        super::relu(&mut y);
+        assert_eq!(y, [0.0, 3.0]);
+    }
+
     #[test]
     fn silu_gates() {
         let mut up = [2.0, 2.0, 2.0];

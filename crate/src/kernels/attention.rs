@@ -1,4 +1,4 @@
-//! One query row of causal self-attention for one head.
+//! One query row of self-attention for one head.
 
 use std::ops::Range;
 
@@ -13,22 +13,36 @@ pub struct HeadCache<'a> {
 }
 
 /// Attends query `q` (`[hd]`) over the keys and values at positions `visible` (all earlier
-/// positions, or a sliding window of them). Scores are `q·k / divisor`. Leaves the softmax
-/// probabilities in `probs[..visible.end]` (zero before the window) and their weighted sum of
-/// values in `out` (`[hd]`).
-pub fn attend(q: &[f32], cache: &HeadCache, visible: Range<usize>, divisor: f32, probs: &mut [f32], out: &mut [f32]) {
+/// positions, a sliding window of them, or the whole sequence), less those `attended` marks
+/// `false` (padding). Scores are `q·k / divisor`. Leaves the softmax probabilities in
+/// `probs[..visible.end]` (zero outside the window and at padding) and their weighted sum of
+/// values in `out` (`[hd]`). A query with no key to read gets zeros, not NaN.
+pub fn attend(
+    q: &[f32],
+    cache: &HeadCache,
+    visible: Range<usize>,
+    attended: Option<&[bool]>,
+    divisor: f32,
+    probs: &mut [f32],
+    out: &mut [f32],
+) {
     let HeadCache { keys, values, stride } = *cache;
     let hd = q.len();
     let (hidden, probs) = probs[..visible.end].split_at_mut(visible.start);
     hidden.fill(0.0);
+    let is_read = |j: usize| attended.is_none_or(|mask| mask.get(j).copied().unwrap_or(false));
     // transformers divides GPT-2's scores by sqrt(head_dim) rather than multiplying by its
     // inverse; so do we. (LLaMA's multiply by the inverse is the same bits for the power-of-4
     // head sizes the fixtures use.)
     for (j, p) in visible.clone().zip(probs.iter_mut()) {
-        *p = dot(q, &keys[j * stride..j * stride + hd]) / divisor;
+        *p = if is_read(j) { dot(q, &keys[j * stride..j * stride + hd]) / divisor } else { f32::NEG_INFINITY };
+    }
+    out.fill(0.0);
+    if probs.iter().all(|&p| p == f32::NEG_INFINITY) {
+        probs.fill(0.0);
+        return;
     }
     softmax(probs);
-    out.fill(0.0);
     for (j, &p) in visible.zip(probs.iter()) {
         add_scaled(out, p, &values[j * stride..j * stride + hd]);
     }
@@ -59,7 +73,7 @@ mod tests {
     fn two_keys() {
         let (mut probs, mut out) = ([0.0; 2], [0.0; 2]);
         let cache = HeadCache { keys: &[0., 0., 2., 0.], values: &[1., 0., 0., 1.], stride: 2 };
-        attend(&[1., 0.], &cache, 0..2, 2f32.sqrt(), &mut probs, &mut out);
+        attend(&[1., 0.], &cache, 0..2, None, 2f32.sqrt(), &mut probs, &mut out);
         let p1 = 1.0 / (1.0 + (-(2f32).sqrt()).exp());
         assert!((probs[1] - p1).abs() < 1e-6 && (probs[0] - (1.0 - p1)).abs() < 1e-6);
         assert!((out[0] - probs[0]).abs() < 1e-6 && (out[1] - probs[1]).abs() < 1e-6);
@@ -70,11 +84,23 @@ mod tests {
     fn a_window_hides_the_keys_before_it() {
         let (mut probs, mut out) = ([9.0; 3], [0.0; 2]);
         let cache = HeadCache { keys: &[5., 0., 0., 0., 2., 0.], values: &[1., 0., 0., 1., 0., 1.], stride: 2 };
-        attend(&[1., 0.], &cache, 1..3, 1.0, &mut probs, &mut out);
+        attend(&[1., 0.], &cache, 1..3, None, 1.0, &mut probs, &mut out);
         let p2 = 1.0 / (1.0 + (-2f32).exp());
         assert_eq!(probs[0], 0.0);
         assert!((probs[2] - p2).abs() < 1e-6 && (probs[1] - (1.0 - p2)).abs() < 1e-6);
         assert!(out[0].abs() < 1e-7 && (out[1] - 1.0).abs() < 1e-6);
+    }
+
+    /// Padding hides a key like a window does; a query whose every key is padding reads nothing.
+    #[test]
+    fn padding_is_never_read_and_all_padding_gives_zeros() {
+        let cache = HeadCache { keys: &[5., 0., 0., 0., 2., 0.], values: &[1., 0., 0., 1., 0., 1.], stride: 2 };
+        let (mut masked, mut windowed, mut out, mut out2) = ([9.0; 3], [9.0; 3], [0.0; 2], [0.0; 2]);
+        attend(&[1., 0.], &cache, 0..3, Some(&[false, true, true]), 1.0, &mut masked, &mut out);
+        attend(&[1., 0.], &cache, 1..3, None, 1.0, &mut windowed, &mut out2);
+        assert_eq!((masked, out), (windowed, out2));
+        attend(&[1., 0.], &cache, 0..3, Some(&[false; 3]), 1.0, &mut masked, &mut out);
+        assert_eq!((masked, out), ([0.0; 3], [0.0; 2]));
     }
 
     #[test]

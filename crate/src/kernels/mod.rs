@@ -20,6 +20,7 @@ pub mod matmul;
 pub mod norm;
 pub mod packed;
 pub mod pool;
+pub mod positions;
 pub mod quant;
 pub mod rope;
 pub mod scalar;

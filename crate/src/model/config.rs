@@ -14,6 +14,11 @@ pub enum Arch {
     /// after attention and after the MLP as well as before, a GELU-gated MLP (GeGLU), and sliding-
     /// window attention on most layers ([`SlidingWindow`]).
     Gemma3,
+    /// BERT (all-MiniLM-L6-v2): an encoder. Learned positions plus token-type embeddings and a
+    /// LayerNorm on the embeddings, post-LN blocks with separate biased q, k, v, GELU (erf),
+    /// bidirectional attention, and no LM head: its output is hidden states (pooled into a
+    /// sentence embedding), not next-token scores.
+    Bert,
 }
 
 /// The MLP's nonlinearity.
@@ -25,6 +30,91 @@ pub enum Mlp {
     SwiGlu,
     /// `down(gelu(gate(x)) · up(x))`, the same tanh GELU (Gemma).
     GeGlu,
+    /// `down(gelu(up(x)))` with the exact GELU, `x·Φ(x)` (erf): BERT, PyTorch's `"gelu"`.
+    GeluErf,
+    /// `down(relu(up(x)))`: the original transformer's.
+    Relu,
+}
+
+impl Mlp {
+    /// Whether the MLP multiplies by a gate projection (`ffn_gate`).
+    pub fn gated(self) -> bool {
+        matches!(self, Mlp::SwiGlu | Mlp::GeGlu)
+    }
+}
+
+/// What is added to the token embeddings to say where each token is. Rotary embeddings
+/// ([`Config::rope`]) rotate q and k instead, and go with [`Positions::None`] here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// A learned table, one row per position (GPT-2's `wpe`, BERT's `position_embeddings`).
+    Learned,
+    /// *Attention Is All You Need*'s fixed table: PE(pos, 2i) = sin(pos / 10000^(2i/d)),
+    /// PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
+    Sinusoidal,
+    None,
+}
+
+/// Where each block normalises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormPlacement {
+    /// `x + Sublayer(LN(x))`, with a final norm before the head (GPT-2, LLaMA).
+    Pre,
+    /// `LN(x + Sublayer(x))` (*Attention Is All You Need*, BERT); no final norm.
+    Post,
+}
+
+/// Which keys a query reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attention {
+    /// Itself and the positions before it (decoders).
+    Causal,
+    /// Every position of the sequence (encoders): a changed token changes every position, so a
+    /// run recomputes the whole sequence in one chunk.
+    Bidirectional,
+}
+
+/// The choices in which the original transformer, BERT and GPT differ, each a `config.json` key
+/// (see `formats::hf_config`). [`Variant::of`] gives a family's own.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Variant {
+    pub positions: Positions,
+    pub norm: NormPlacement,
+    pub attention: Attention,
+    pub mlp: Mlp,
+    /// Token embeddings are multiplied by √d_model before positions are added (the original
+    /// transformer, §3.4; Gemma).
+    pub scale_embeddings: bool,
+}
+
+impl Variant {
+    /// The variant a family is built as.
+    pub fn of(arch: Arch) -> Variant {
+        let decoder = Variant {
+            positions: Positions::None,
+            norm: NormPlacement::Pre,
+            attention: Attention::Causal,
+            mlp: Mlp::SwiGlu,
+            scale_embeddings: false,
+        };
+        match arch {
+            Arch::Gpt2 => Variant { positions: Positions::Learned, mlp: Mlp::Gelu, ..decoder },
+            Arch::Llama | Arch::Qwen2 => decoder,
+            Arch::Gemma3 => Variant { mlp: Mlp::GeGlu, scale_embeddings: true, ..decoder },
+            Arch::Bert => Variant {
+                positions: Positions::Learned,
+                norm: NormPlacement::Post,
+                attention: Attention::Bidirectional,
+                mlp: Mlp::GeluErf,
+                scale_embeddings: false,
+            },
+        }
+    }
+
+    /// Whether this is GPT-2's own (the GPU backend runs only the families' own variants).
+    pub fn is_standard_for(&self, arch: Arch) -> bool {
+        *self == Variant::of(arch)
+    }
 }
 
 impl Arch {
@@ -34,36 +124,29 @@ impl Arch {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
             Arch::Gemma3 => "gemma3",
+            Arch::Bert => "bert",
         }
     }
 
     /// LayerNorm subtracts the mean (and has a `hook_mean`); RMSNorm does not.
     pub fn norm_has_mean(self) -> bool {
-        self == Arch::Gpt2
-    }
-
-    pub fn mlp(self) -> Mlp {
-        match self {
-            Arch::Gpt2 => Mlp::Gelu,
-            Arch::Llama | Arch::Qwen2 => Mlp::SwiGlu,
-            Arch::Gemma3 => Mlp::GeGlu,
-        }
+        matches!(self, Arch::Gpt2 | Arch::Bert)
     }
 
     /// Biases on the q, k and v projections (GPT-2's fused one has them too).
     pub fn qkv_bias(self) -> bool {
-        matches!(self, Arch::Gpt2 | Arch::Qwen2)
+        matches!(self, Arch::Gpt2 | Arch::Qwen2 | Arch::Bert)
+    }
+
+    /// Biases on every linear layer (GPT-2, BERT), not only on q, k and v.
+    pub fn biased(self) -> bool {
+        matches!(self, Arch::Gpt2 | Arch::Bert)
     }
 
     /// Gemma's extra norms: RMSNorm over each head of q and k before RoPE, and a norm on the
     /// output of attention and of the MLP before each joins the residual stream.
     pub fn gemma_norms(self) -> bool {
         self == Arch::Gemma3
-    }
-
-    /// Gemma multiplies the embedding rows by √d (in f32, as transformers does).
-    pub fn embedding_scale(self, d_model: usize) -> Option<f32> {
-        (self == Arch::Gemma3).then(|| (d_model as f64).sqrt() as f32)
     }
 }
 
@@ -132,6 +215,10 @@ pub struct Config {
     /// The LM head reuses the token embedding (`tie_word_embeddings`); when false the checkpoint
     /// must carry its own head.
     pub tied_head: bool,
+    /// Positions, norm placement, attention mask and MLP ([`Variant::of`] the family's own).
+    pub variant: Variant,
+    /// BERT's token types (`type_vocab_size`); 0 for models without them.
+    pub token_types: usize,
 }
 
 impl Config {
@@ -155,6 +242,48 @@ impl Config {
             bos_token_id: Some(50256),
             eos_token_id: Some(50256),
             tied_head: true,
+            variant: Variant::of(Arch::Gpt2),
+            token_types: 0,
+        }
+    }
+
+    /// Whether the model predicts tokens: encoders (BERT) have no LM head and no final norm, and
+    /// give hidden states instead of logits.
+    pub fn has_head(&self) -> bool {
+        self.arch != Arch::Bert
+    }
+
+    /// Whether a final norm comes before the head: pre-LN blocks leave the residual stream
+    /// unnormalised; post-LN blocks end normalised.
+    pub fn has_final_norm(&self) -> bool {
+        self.variant.norm == NormPlacement::Pre
+    }
+
+    pub fn bidirectional(&self) -> bool {
+        self.variant.attention == Attention::Bidirectional
+    }
+
+    /// Token embeddings are multiplied by this (√d, in f32 as transformers does for Gemma).
+    pub fn embedding_scale(&self) -> Option<f32> {
+        self.variant.scale_embeddings.then(|| (self.d_model as f64).sqrt() as f32)
+    }
+
+    /// Tokens per forward chunk: [`crate::model::CHUNK`], or the whole context for bidirectional
+    /// attention, whose every query reads every key of the sequence.
+    pub fn chunk_len(&self) -> usize {
+        if self.bidirectional() {
+            self.n_ctx
+        } else {
+            crate::model::CHUNK
+        }
+    }
+
+    /// The keys a query at `pos` in layer `layer` reads, in a sequence of `len` positions.
+    pub fn visible_keys(&self, layer: usize, pos: usize, len: usize) -> std::ops::Range<usize> {
+        if self.bidirectional() {
+            0..len
+        } else {
+            self.first_key(layer, pos)..pos + 1
         }
     }
 
@@ -214,6 +343,7 @@ impl Config {
             ("d_ff", self.d_ff, MAX_FF, "dimensions"),
             ("vocab_size", self.vocab_size, MAX_VOCAB, "tokens"),
             ("n_ctx", self.n_ctx, MAX_CONTEXT, "positions"),
+            ("token_types", self.token_types, MAX_VOCAB, "token types"),
         ];
         for (field, value, limit, unit) in caps {
             check_cap(|| source_name(field), value, limit, unit)?;
@@ -238,7 +368,8 @@ impl Config {
                 return Err(format!("{name} = {value} is outside 1..={MAX_DIM}"));
             }
         }
-        if self.arch == Arch::Gpt2 && self.head_dim.checked_mul(self.n_head) != Some(self.d_model) {
+        if matches!(self.arch, Arch::Gpt2 | Arch::Bert) && self.head_dim.checked_mul(self.n_head) != Some(self.d_model)
+        {
             return Err(format!("d_model = {} is not a multiple of n_head = {}", self.d_model, self.n_head));
         }
         if self.n_head.checked_mul(self.head_dim).is_none_or(|q| q > MAX_DIM) {
@@ -246,6 +377,15 @@ impl Config {
         }
         if !self.n_head.is_multiple_of(self.n_kv_head) {
             return Err(format!("n_head = {} is not a multiple of n_kv_head = {}", self.n_head, self.n_kv_head));
+        }
+        if self.rope.is_some() && self.variant.positions != Positions::None {
+            return Err("rotary embeddings go with no position table added to the embeddings".into());
+        }
+        if self.variant.positions == Positions::Sinusoidal && !self.d_model.is_multiple_of(2) {
+            return Err(format!("sinusoidal positions need an even d_model, not {}", self.d_model));
+        }
+        if self.variant.norm == NormPlacement::Post && !self.arch.norm_has_mean() {
+            return Err("post-LN blocks are implemented with LayerNorm (GPT-2-style or BERT models)".into());
         }
         if self.rope.is_some() && !self.head_dim().is_multiple_of(2) {
             return Err(format!("rotary embeddings need an even head dimension, not {}", self.head_dim()));

@@ -1,17 +1,20 @@
-//! The forward pass over a chunk of tokens, read top to bottom. GPT-2, LLaMA, Qwen2 and Gemma 3
-//! share it; the architecture picks the norm (LayerNorm / RMSNorm), the positions (learned /
-//! rotary), the MLP (GELU / SwiGLU / GeGLU), and Gemma's extra norms and sliding windows.
+//! The forward pass over a chunk of tokens, read top to bottom. GPT-2, LLaMA, Qwen2, Gemma 3 and
+//! BERT share it; the config picks the norm (LayerNorm / RMSNorm) and where it goes (pre / post),
+//! the positions (learned / sinusoidal / rotary), the mask (causal / bidirectional), the MLP
+//! (GELU / exact GELU / ReLU / SwiGLU / GeGLU), and Gemma's extra norms and sliding windows.
 //!
 //! Prompts run in chunks of at most [`CHUNK`] tokens so that activation buffers have a fixed size
-//! whatever the prompt length; the KV cache carries everything earlier chunks computed.
+//! whatever the prompt length; the KV cache carries everything earlier chunks computed. A
+//! bidirectional model's chunk is its whole context ([`Config::chunk_len`]): every query reads
+//! every key.
 
 use crate::instruments::Replacements;
-use crate::kernels::activation::{gelu_mul, gelu_new, silu_mul};
+use crate::kernels::activation::{gelu_erf, gelu_mul, gelu_new, relu, silu_mul};
 use crate::kernels::attention::{attend, HeadCache};
 use crate::kernels::matmul::{matmul, WeightRows};
-use crate::kernels::{norm, pool, rope};
+use crate::kernels::{norm, pool, positions, rope};
 use crate::model::weights::{Linear, Matrix, Norm, Rows};
-use crate::model::{Config, Mlp, Weights};
+use crate::model::{Config, Mlp, NormPlacement, Positions, Weights};
 use crate::trace::{Hook, NormSite};
 
 /// Tokens per forward chunk.
@@ -24,10 +27,11 @@ pub const CHUNK: usize = 64;
 /// a session never runs out of memory by growing up to the context.
 pub(crate) fn session_bytes(c: &Config) -> Option<(u64, u64)> {
     use crate::formats::limits::product;
-    let [n, d, ff, v, ctx, heads] = [CHUNK, c.d_model, c.d_ff, c.vocab_size, c.n_ctx, c.n_head].map(|x| x as u64);
+    let [n, d, ff, v, ctx, heads] =
+        [c.chunk_len(), c.d_model, c.d_ff, c.vocab_size, c.n_ctx, c.n_head].map(|x| x as u64);
     let (q, kv, layers) = (c.q_dim() as u64, c.kv_dim() as u64, c.n_layer as u64);
     let kv_cache = product(&[2, layers, ctx, kv, 4])?;
-    let gates = if c.arch.mlp() == Mlp::Gelu { 1 } else { 2 };
+    let gates = if c.variant.mlp.gated() { 2 } else { 1 };
     // Per token of a chunk: x, xn, proj, the packed matmul input (at most the widest input),
     // q|k|v, heads and att_out, the MLP, RoPE's angles (two tables with sliding windows), three
     // norm statistics, and one row of per-head norms.
@@ -81,7 +85,7 @@ impl KvCache {
     }
 }
 
-/// Activations of one chunk: preallocated, reused by every chunk. `C` is [`CHUNK`].
+/// Activations of one chunk: preallocated, reused by every chunk. `C` is [`Config::chunk_len`].
 pub(crate) struct Activations {
     x: Vec<f32>,       // [C, d]         residual stream
     xn: Vec<f32>,      // [C, d]         norm output (input of the next sublayer)
@@ -117,7 +121,7 @@ pub(crate) struct Activations {
 
 impl Activations {
     pub(crate) fn new(c: &Config) -> Self {
-        let (d, n) = (c.d_model, CHUNK);
+        let (d, n) = (c.d_model, c.chunk_len());
         let half = if c.rope.is_some() { c.head_dim() / 2 } else { 0 };
         let local_half = if c.sliding_window.is_some() { half } else { 0 };
         let qkv = c.q_dim().saturating_add(c.kv_dim().saturating_mul(2));
@@ -130,7 +134,7 @@ impl Activations {
             att_out: zeros(&[n, c.q_dim()]),
             proj: zeros(&[n, d]),
             up: zeros(&[n, c.d_ff]),
-            gate: if c.arch.mlp() == Mlp::Gelu { Vec::new() } else { zeros(&[n, c.d_ff]) },
+            gate: if c.variant.mlp.gated() { zeros(&[n, c.d_ff]) } else { Vec::new() },
             rope_global: RopeTable { cos: zeros(&[n, half]), sin: zeros(&[n, half]) },
             rope_local: RopeTable { cos: zeros(&[n, local_half]), sin: zeros(&[n, local_half]) },
             head_normed: if gemma { zeros(&[c.q_dim().max(c.kv_dim())]) } else { Vec::new() },
@@ -168,7 +172,8 @@ impl RopeTable {
     }
 }
 
-/// The attention probabilities of one chunk, `[H, C, ·]`. Readers index it as `[H, C, n_ctx]`
+/// The attention probabilities of one chunk, `[H, C, ·]` (`C` = [`Config::chunk_len`]). Readers
+/// index it as `[H, C, n_ctx]`
 /// (row (h, t) starts at `(h·C + t)·n_ctx`, the layout `Captures::record` reads), but rows are
 /// stored `width` long, the positions run so far: a model advertising a context of a million
 /// positions costs nothing here until they are used. (Sizing it `[H, C, n_ctx]` up front cost
@@ -238,12 +243,16 @@ pub(crate) enum ChunkInput<'a> {
 }
 
 /// Changes to the computation: heads and MLPs ablated (a session setting: their outputs replaced
-/// by fixed values), and one head's `z` replaced by given values (activation patching).
+/// by fixed values), one head's `z` replaced by given values (activation patching), and keys
+/// hidden from every query (padding).
 #[derive(Clone, Copy)]
 pub(crate) struct Edits<'a> {
     pub ablated: &'a Replacements,
     /// `(layer, head, rows)`: the head's `z` at the chunk's positions becomes `rows`, `[n, d_head]`.
     pub patch_z: Option<(usize, usize, &'a [f32])>,
+    /// The padding mask, one flag per position of the sequence (`true`: a token to attend to);
+    /// `None` attends to every position the mask of the model allows.
+    pub attended: Option<&'a [bool]>,
 }
 
 /// Runs a chunk at positions `pos0..`, extending the KV cache. Afterwards `acts.logits` holds
@@ -262,11 +271,12 @@ pub(crate) fn forward_chunk(
     let (d, hd) = (c.d_model, c.head_dim());
     let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
     let qkv_dim = q_dim + 2 * kv_dim;
+    let chunk = c.chunk_len();
     let (n, first_layer) = match input {
         ChunkInput::Tokens(tokens) => (tokens.len(), 0),
         ChunkInput::Residual { layer, rows } => (rows.len() / d, layer),
     };
-    debug_assert!(n <= CHUNK && pos0 + n <= c.n_ctx);
+    debug_assert!(n <= chunk && pos0 + n <= c.n_ctx);
     kv.reserve(pos0 + n, kv_dim);
 
     match input {
@@ -284,13 +294,19 @@ pub(crate) fn forward_chunk(
     for (l, lw) in w.layers.iter().enumerate().skip(first_layer) {
         capture(rec, Hook::ResidPre(l), &acts.x[..n * d]);
         if lens {
-            normalize(acts, c, w, &w.output_norm, n);
+            normalize(acts, c, w, w.output_norm.as_ref(), n);
             unembed(acts, c, w, n);
             rec.record(Hook::LensLogits, l, &acts.logits[..n * c.vocab_size]);
         }
-        // Attention sublayer: x += W_o · attend(q, k, v), with q | k | v = W_qkv · norm(x).
-        normalize(acts, c, w, &lw.attn_norm, n);
-        record_norm(rec, acts, NormSite::Ln1(l), n);
+        // Attention sublayer: x += W_o · attend(q, k, v), with q | k | v = W_qkv · norm(x) (pre-LN),
+        // or x = norm(x + W_o · attend(q, k, v)) with q | k | v = W_qkv · x (post-LN).
+        let post = c.variant.norm == NormPlacement::Post;
+        if post {
+            acts.xn[..n * d].copy_from_slice(&acts.x[..n * d]);
+        } else {
+            normalize(acts, c, w, Some(&lw.attn_norm), n);
+            record_norm(rec, acts, NormSite::Ln1(l), n);
+        }
         let mut col = 0;
         for lin in &lw.attn_qkv {
             linear(&mut acts.qkv[col..], qkv_dim, &acts.xn, w, lin, n, &mut acts.packed_input);
@@ -317,13 +333,14 @@ pub(crate) fn forward_chunk(
         }
         // Grouped-query attention: query head h reads key/value head h / (n_head / n_kv_head).
         let group = c.n_head / c.n_kv_head;
-        acts.att.grow(c.n_head * CHUNK, pos0 + n);
+        acts.att.grow(c.n_head * chunk, pos0 + n);
         let (keys, values, qkv, width) = (&kv.k[l], &kv.v[l], &acts.qkv, acts.att.width);
         let divisor = c.score_divisor();
+        let attended = edits.attended;
         pool::for_each_chunk_pair(
             c.n_head,
             (&mut acts.heads, n * hd),
-            (&mut acts.att.data, CHUNK * width),
+            (&mut acts.att.data, chunk * width),
             |head, out, probs| {
                 let kv_col = (head / group) * hd;
                 for i in 0..n {
@@ -332,7 +349,8 @@ pub(crate) fn forward_chunk(
                     attend(
                         q,
                         &cache,
-                        c.first_key(l, pos0 + i)..pos0 + i + 1,
+                        c.visible_keys(l, pos0 + i, pos0 + n),
+                        attended,
                         divisor,
                         &mut probs[i * width..(i + 1) * width],
                         &mut out[i * hd..(i + 1) * hd],
@@ -360,11 +378,12 @@ pub(crate) fn forward_chunk(
             }
         }
         if rec.wants(Hook::AttnPattern(l)) {
-            // `acts.att` is [H, CHUNK, n_ctx]; kept position by position, every head each.
+            // `acts.att` is [H, chunk, n_ctx]; kept position by position, every head each.
             for i in 0..n {
+                let seen = c.visible_keys(l, pos0 + i, pos0 + n).end;
                 for h in 0..c.n_head {
-                    let row = (h * CHUNK + i) * c.n_ctx;
-                    rec.record(Hook::AttnPattern(l), 0, &acts.att[row..row + pos0 + i + 1]);
+                    let row = (h * chunk + i) * c.n_ctx;
+                    rec.record(Hook::AttnPattern(l), 0, &acts.att[row..row + seen]);
                 }
             }
         }
@@ -375,20 +394,35 @@ pub(crate) fn forward_chunk(
         }
         linear(&mut acts.proj, d, &acts.att_out, w, &lw.attn_output, n, &mut acts.packed_input);
         add_sublayer(acts, c, w, lw.attn_post_norm.as_ref(), n);
+        if post {
+            normalize_in_place(rec, acts, c, w, &lw.attn_norm, NormSite::Ln1(l), n);
+        }
         capture(rec, Hook::ResidMid(l), &acts.x[..n * d]);
 
-        // MLP sublayer: x += W_down · act(W_up · norm(x)), act = GELU, or SwiGLU with W_gate.
-        normalize(acts, c, w, &lw.ffn_norm, n);
-        record_norm(rec, acts, NormSite::Ln2(l), n);
+        // MLP sublayer: x += W_down · act(W_up · norm(x)), act = GELU, or SwiGLU with W_gate;
+        // post-LN: x = norm(x + W_down · act(W_up · x)).
+        if post {
+            acts.xn[..n * d].copy_from_slice(&acts.x[..n * d]);
+        } else {
+            normalize(acts, c, w, Some(&lw.ffn_norm), n);
+            record_norm(rec, acts, NormSite::Ln2(l), n);
+        }
         linear(&mut acts.up, c.d_ff, &acts.xn, w, &lw.ffn_up, n, &mut acts.packed_input);
         let up = &mut acts.up[..n * c.d_ff];
-        match (&lw.ffn_gate, c.arch.mlp()) {
+        match (&lw.ffn_gate, c.variant.mlp) {
             (Some(gate), mlp) => {
                 linear(&mut acts.gate, c.d_ff, &acts.xn, w, gate, n, &mut acts.packed_input);
                 let activate = if mlp == Mlp::GeGlu { gelu_mul } else { silu_mul };
                 pool::for_each_chunk_pair(n, (up, c.d_ff), (&mut acts.gate, c.d_ff), |_, u, g| activate(g, u));
             }
-            (None, _) => pool::for_each_chunk(n, (up, c.d_ff), |_, u| gelu_new(u)),
+            (None, mlp) => {
+                let activate = match mlp {
+                    Mlp::GeluErf => gelu_erf,
+                    Mlp::Relu => relu,
+                    _ => gelu_new,
+                };
+                pool::for_each_chunk(n, (up, c.d_ff), |_, u| activate(u))
+            }
         }
         linear(&mut acts.proj, d, &acts.up, w, &lw.ffn_down, n, &mut acts.packed_input);
         // What joins the residual: the projection (normed first by Gemma's post-norm), or an
@@ -409,6 +443,9 @@ pub(crate) fn forward_chunk(
             }
         };
         capture(rec, Hook::MlpOut(l), &added[..n * d]);
+        if post {
+            normalize_in_place(rec, acts, c, w, &lw.ffn_norm, NormSite::Ln2(l), n);
+        }
         capture(rec, Hook::ResidPost(l), &acts.x[..n * d]);
 
         if rec.wants(Hook::ResidPostNorm(l)) {
@@ -417,6 +454,10 @@ pub(crate) fn forward_chunk(
         }
     }
 
+    // An encoder ends here: its output is the hidden states.
+    if !c.has_head() {
+        return;
+    }
     // Final norm and unembedding: for every row when logits (or final-norm statistics, or the
     // lens) are captured, else only for the last row, the one that predicts the next token.
     let all_logits = every_row_logits(&|hook| rec.wants(hook));
@@ -425,7 +466,7 @@ pub(crate) fn forward_chunk(
     let first = if all_rows { 0 } else { n - 1 };
     let rows = n - first;
     acts.x.copy_within(first * d..n * d, 0);
-    normalize(acts, c, w, &w.output_norm, rows);
+    normalize(acts, c, w, w.output_norm.as_ref(), rows);
     record_norm(rec, acts, NormSite::Final, rows);
     let v = c.vocab_size;
     if all_logits {
@@ -440,28 +481,40 @@ pub(crate) fn forward_chunk(
     }
 }
 
-/// Embeds `tokens` into `acts.x`: the token's row (times √d for Gemma), plus the position's row
-/// (GPT-2) — the others rotate q and k instead.
+/// Embeds `tokens` into `acts.x`: the token's row (times √d for Gemma and where the config
+/// asks), plus BERT's token type 0, plus the position's row (learned or sinusoidal; RoPE models
+/// rotate q and k instead), then BERT's LayerNorm — in transformers' order of additions.
 fn embed(model: &Model, acts: &mut Activations, tokens: &[u32], pos0: usize) {
     let Model { config: c, weights: w } = model;
     let d = c.d_model;
-    let embedding_scale = c.arch.embedding_scale(d);
+    let embedding_scale = c.embedding_scale();
     for (i, &tok) in tokens.iter().enumerate() {
         let x = &mut acts.x[i * d..(i + 1) * d];
         w.row(&w.token_embd, tok as usize, x);
         if let Some(scale) = embedding_scale {
             x.iter_mut().for_each(|v| *v *= scale);
         }
-        if let Some(wpe) = &w.position_embd {
-            let pos = &mut acts.proj[..d];
-            w.row(wpe, pos0 + i, pos);
-            add_into(x, pos);
+        let added = &mut acts.proj[..d];
+        if let Some(types) = &w.token_type_embd {
+            w.row(types, 0, added);
+            add_into(x, added);
         }
+        match (c.variant.positions, &w.position_embd) {
+            (Positions::Learned, Some(wpe)) => w.row(wpe, pos0 + i, added),
+            (Positions::Sinusoidal, _) => positions::sinusoidal(pos0 + i, added),
+            _ => continue,
+        }
+        add_into(x, added);
+    }
+    if let Some(nw) = &w.embd_norm {
+        normalize(acts, c, w, Some(nw), tokens.len());
+        acts.x[..tokens.len() * d].copy_from_slice(&acts.xn[..tokens.len() * d]);
     }
 }
 
+/// The LM head; only models with one ([`Config::has_head`]) reach the unembedding.
 fn unembedding(w: &Weights) -> Linear {
-    Linear { weight: w.output, bias: None }
+    Linear { weight: w.output.unwrap_or(w.token_embd), bias: None }
 }
 
 /// The logit lens of residual rows (`[n, d]`, any number): the final norm — each row's own
@@ -473,9 +526,24 @@ pub(crate) fn lens_logits(model: &Model, acts: &mut Activations, rows: &[f32]) -
     for chunk in rows.chunks(CHUNK * d) {
         let n = chunk.len() / d;
         acts.x[..n * d].copy_from_slice(chunk);
-        normalize(acts, c, w, &w.output_norm, n);
+        normalize(acts, c, w, w.output_norm.as_ref(), n);
         unembed(acts, c, w, n);
         out.extend_from_slice(&acts.logits[..n * v]);
+    }
+    out
+}
+
+/// Residual rows (`[n, d]`, any number) through the final norm, each by its own statistics: a
+/// model's output; rows as they are for a model without a final norm.
+pub(crate) fn final_hidden(model: &Model, acts: &mut Activations, rows: &[f32]) -> Vec<f32> {
+    let Model { config: c, weights: w } = model;
+    let d = c.d_model;
+    let mut out = Vec::with_capacity(rows.len());
+    for chunk in rows.chunks(c.chunk_len() * d) {
+        let n = chunk.len() / d;
+        acts.x[..n * d].copy_from_slice(chunk);
+        normalize(acts, c, w, w.output_norm.as_ref(), n);
+        out.extend_from_slice(&acts.xn[..n * d]);
     }
     out
 }
@@ -525,9 +593,14 @@ fn linear(out: &mut [f32], ld: usize, x: &[f32], w: &Weights, lin: &Linear, n: u
     matmul(out, ld, x, rows, lin.bias.map(|b| w.get(b)), n, m.cols, m.rows, room);
 }
 
-/// `acts.xn[..n] = norm(acts.x[..n])`, statistics into `acts.norm_mean` / `norm_scale`.
-fn normalize(acts: &mut Activations, c: &Config, w: &Weights, nw: &Norm, n: usize) {
+/// `acts.xn[..n] = norm(acts.x[..n])`, statistics into `acts.norm_mean` / `norm_scale`; a copy
+/// where there is no norm (the final norm of a post-LN model).
+fn normalize(acts: &mut Activations, c: &Config, w: &Weights, nw: Option<&Norm>, n: usize) {
     let d = c.d_model;
+    let Some(nw) = nw else {
+        acts.xn[..n * d].copy_from_slice(&acts.x[..n * d]);
+        return;
+    };
     let (out, x, weight) = (&mut acts.xn[..n * d], &acts.x[..n * d], w.get(nw.weight));
     // A norm with a bias is a LayerNorm (GPT-2); without, an RMSNorm (LLaMA).
     match nw.bias {
@@ -556,6 +629,22 @@ fn add_sublayer(acts: &mut Activations, c: &Config, w: &Weights, post_norm: Opti
         }
         None => add_into(&mut acts.x[..n * d], &acts.proj[..n * d]),
     }
+}
+
+/// A post-LN block's norm: `x = norm(x)`, its statistics recorded at `site`.
+fn normalize_in_place(
+    rec: &mut dyn Recorder,
+    acts: &mut Activations,
+    c: &Config,
+    w: &Weights,
+    nw: &Norm,
+    site: NormSite,
+    n: usize,
+) {
+    let d = c.d_model;
+    normalize(acts, c, w, Some(nw), n);
+    record_norm(rec, acts, site, n);
+    acts.x[..n * d].copy_from_slice(&acts.xn[..n * d]);
 }
 
 fn record_norm(rec: &mut dyn Recorder, acts: &Activations, site: NormSite, n: usize) {

@@ -14,9 +14,7 @@ use crate::formats::limits::CAPTURE_BUDGET;
 use crate::gpu::{GpuPass, GPU_CHUNK};
 use crate::instruments::{Ablation, Replacements};
 use crate::kernels::pool::run_as_team;
-use crate::model::forward::{
-    every_row_logits, forward_chunk, Activations, ChunkInput, Edits, KvCache, Recorder, CHUNK,
-};
+use crate::model::forward::{every_row_logits, forward_chunk, Activations, ChunkInput, Edits, KvCache, Recorder};
 use crate::model::{Config, Model};
 use crate::sample::Sampler;
 use crate::trace::{CaptureSpec, Hook, Layout, Tensor, Trace};
@@ -35,6 +33,8 @@ pub struct Session {
     /// zeros, or their means over `tokens` (recomputed when the prompt changes).
     ablation: Ablation,
     replacements: Replacements,
+    /// The padding mask of the cached sequence (`run_padded`), `None` when every token is read.
+    attended: Option<Vec<bool>>,
 }
 
 /// Where the forward pass runs, with the state it keeps between runs.
@@ -56,10 +56,11 @@ impl Session {
             engine: Engine::Cpu { acts: Box::new(Activations::new(c)), kv: KvCache::new(c) },
             tokens: Vec::new(),
             captures: Captures::default(),
-            last_logits: vec![0.0; c.vocab_size],
+            last_logits: vec![0.0; if c.has_head() { c.vocab_size } else { 0 }],
             capture_budget: CAPTURE_BUDGET,
             ablation: Ablation::none(),
             replacements: Replacements::default(),
+            attended: None,
             model,
         }
     }
@@ -176,13 +177,40 @@ impl Session {
     /// (natively); in the browser a GPU session runs only through [`Session::run_async`].
     pub fn run(&mut self, tokens: &[u32], spec: &CaptureSpec) -> Result<Trace> {
         self.check_blocking()?;
+        if self.attended.take().is_some() {
+            self.truncate(0);
+        }
         let keep = self.begin_run(tokens, spec)?;
         self.extend_blocking(&tokens[keep..])?;
         Ok(self.trace(tokens.len() - keep))
     }
 
     /// [`Session::run`] for callers that must not block: on a GPU it awaits the readback.
+    /// Runs a padded sequence: keys where `attended` is false are read by no query (padding in a
+    /// batch), and a query with nothing to read gets zeros. Always a full run on the CPU.
+    pub fn run_padded(&mut self, tokens: &[u32], attended: &[bool], spec: &CaptureSpec) -> Result<Trace> {
+        if attended.len() != tokens.len() {
+            return Err(Error::InvalidArgument(format!(
+                "the padding mask has {} flags for {} tokens",
+                attended.len(),
+                tokens.len()
+            )));
+        }
+        if self.backend_name() != "cpu" {
+            return Err(Error::InvalidArgument("padded runs are made on the CPU backend".into()));
+        }
+        self.check_tokens(tokens, 0, spec)?;
+        self.truncate(0);
+        self.captures.narrow_to(spec);
+        self.attended = Some(attended.to_vec());
+        self.extend_cpu(tokens);
+        Ok(self.trace(tokens.len()))
+    }
+
     pub async fn run_async(&mut self, tokens: &[u32], spec: &CaptureSpec) -> Result<Trace> {
+        if self.attended.take().is_some() {
+            self.truncate(0);
+        }
         let keep = self.begin_run(tokens, spec)?;
         self.extend(&tokens[keep..]).await?;
         Ok(self.trace(tokens.len() - keep))
@@ -205,6 +233,10 @@ impl Session {
             // Hooks the cached prefix did not record: only a full recompute can fill them.
             keep = 0;
         }
+        if self.config().bidirectional() && !(keep == tokens.len() && keep == self.tokens.len()) {
+            // Every position reads every other: any change recomputes the whole sequence.
+            keep = 0;
+        }
         // The last token always runs unless the sequence is exactly what is cached: its logits
         // (the next-token prediction) are kept only for the end of the cached sequence.
         if !(keep == tokens.len() && keep == self.tokens.len()) {
@@ -219,7 +251,7 @@ impl Session {
     /// Hooks being captured in this session keep being recorded.
     pub fn step(&mut self, token: u32) -> Result<&[f32]> {
         self.check_blocking()?;
-        if self.ablation.needs_means() {
+        if self.ablation.needs_means() || self.config().bidirectional() {
             // A new token moves the means: the whole sequence again.
             let (tokens, spec) = ([self.tokens.as_slice(), &[token]].concat(), self.captures.spec.clone());
             self.run(&tokens, &spec)?;
@@ -232,7 +264,7 @@ impl Session {
 
     /// [`Session::step`] without blocking.
     pub async fn step_async(&mut self, token: u32) -> Result<&[f32]> {
-        if self.ablation.needs_means() {
+        if self.ablation.needs_means() || self.config().bidirectional() {
             let (tokens, spec) = ([self.tokens.as_slice(), &[token]].concat(), self.captures.spec.clone());
             self.run_async(&tokens, &spec).await?;
             return Ok(&self.last_logits);
@@ -245,6 +277,7 @@ impl Session {
     /// Samples the token that follows the cached ones from their last logits and appends it: one
     /// step of generation.
     pub fn sample_next(&mut self, sampler: &mut Sampler) -> Result<u32> {
+        self.check_generates()?;
         if self.tokens.is_empty() {
             return Err(Error::InvalidArgument("nothing to continue: run a prompt before sampling".into()));
         }
@@ -255,6 +288,7 @@ impl Session {
 
     /// [`Session::sample_next`] without blocking.
     pub async fn sample_next_async(&mut self, sampler: &mut Sampler) -> Result<u32> {
+        self.check_generates()?;
         if self.tokens.is_empty() {
             return Err(Error::InvalidArgument("nothing to continue: run a prompt before sampling".into()));
         }
@@ -273,6 +307,7 @@ impl Session {
         stop: Option<u32>,
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<Vec<u32>> {
+        self.check_generates()?;
         let n_ctx = self.model.config.n_ctx;
         match prompt.len().checked_add(max_new) {
             Some(len) if len <= n_ctx => {}
@@ -294,6 +329,18 @@ impl Session {
     }
 
     /// Checks `tokens` as a continuation of the first `after` cached tokens.
+    /// Text comes only from a causal model with an LM head.
+    fn check_generates(&self) -> Result<()> {
+        let c = self.config();
+        if !c.has_head() || c.bidirectional() {
+            return Err(Error::InvalidArgument(format!(
+                "this {} model is an encoder: it gives hidden states and embeddings, not next tokens",
+                c.arch.name()
+            )));
+        }
+        Ok(())
+    }
+
     fn check_tokens(&self, tokens: &[u32], after: usize, spec: &CaptureSpec) -> Result<()> {
         let c = &self.model.config;
         if tokens.is_empty() {
@@ -374,18 +421,19 @@ impl Session {
             return;
         };
         let (tokens, captures, ablated) = (&mut self.tokens, &mut self.captures, &self.replacements);
+        let attended = self.attended.as_deref();
         let mut last_chunk = 0;
         // On the thread pool, its workers spinning as one team for the pass's loops (`kernels::pool`).
         run_as_team(|| {
-            for chunk in new.chunks(CHUNK) {
+            for chunk in new.chunks(model.config.chunk_len()) {
                 let pos0 = tokens.len();
-                let edits = Edits { ablated, patch_z: None };
+                let edits = Edits { ablated, patch_z: None, attended };
                 forward_chunk(&model, acts, kv, ChunkInput::Tokens(chunk), pos0, captures, edits);
                 tokens.extend_from_slice(chunk);
                 last_chunk = chunk.len();
             }
         });
-        if last_chunk == 0 {
+        if last_chunk == 0 || !model.config.has_head() {
             return;
         }
         // With `logits` captured the last chunk left every row's logits; else just the last row's.
@@ -471,6 +519,7 @@ impl Captures {
         let parts = self.values.get(&hook).map_or(&[][..], Vec::as_slice);
         let data = match hook.layout(c) {
             Layout::Triangle { heads } => unpack_triangle(parts.first().map_or(&[][..], Vec::as_slice), heads, t),
+            Layout::Full { heads } => unpack_full(parts.first().map_or(&[][..], Vec::as_slice), heads, t),
             Layout::Rows { .. } => parts.concat(),
         };
         Tensor { shape: hook.shape(c, t), data }
@@ -501,6 +550,16 @@ fn unpack_triangle(stored: &[f32], n_head: usize, t: usize) -> Vec<f32> {
             dense[(h * t + p) * t..(h * t + p) * t + p + 1].copy_from_slice(row);
             at += p + 1;
         }
+    }
+    dense
+}
+
+/// Reorders position-major bidirectional rows (`[T, H, T]`) into `[H, T, T]`.
+fn unpack_full(stored: &[f32], n_head: usize, t: usize) -> Vec<f32> {
+    let mut dense = vec![0.0; n_head * t * t];
+    for (i, row) in stored.chunks_exact(t.max(1)).enumerate().take(n_head * t) {
+        let (p, h) = (i / n_head, i % n_head);
+        dense[(h * t + p) * t..(h * t + p + 1) * t].copy_from_slice(row);
     }
     dense
 }

@@ -14,7 +14,7 @@ use crate::formats::limits::{overflow, Budget, Need};
 use crate::formats::{gguf::GgufFile, safetensors::SafetensorsFile};
 use crate::kernels::packed::{self, PackedType};
 use crate::kernels::quant::{dequantize_row, GgmlType};
-use crate::model::{Arch, Config};
+use crate::model::{Arch, Config, Positions};
 
 /// A tensor's place in [`Weights`]' f32 buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,11 +86,17 @@ pub struct Weights {
     floats: Vec<f32>,
     blocks: Vec<u8>,
     pub token_embd: Matrix,            // [V, d]
-    pub position_embd: Option<Matrix>, // [n_ctx, d]  GPT-2's learned positions
+    pub position_embd: Option<Matrix>, // [n_ctx, d]  learned positions (GPT-2, BERT)
+    /// BERT's token-type table (`[types, d]`): row 0, the type of a single sentence, is added to
+    /// every token.
+    pub token_type_embd: Option<Matrix>,
+    /// BERT's LayerNorm on the embeddings.
+    pub embd_norm: Option<Norm>,
     pub layers: Vec<LayerWeights>,
-    pub output_norm: Norm,
-    /// `[V, d]`: the same matrix as `token_embd` when the head is tied.
-    pub output: Matrix,
+    /// The norm before the head: pre-LN models only (post-LN blocks end normalised).
+    pub output_norm: Option<Norm>,
+    /// `[V, d]`: the same matrix as `token_embd` when the head is tied; `None` for encoders.
+    pub output: Option<Matrix>,
 }
 
 impl Weights {
@@ -120,7 +126,7 @@ impl Weights {
     }
 
     pub fn tied_head(&self) -> bool {
-        self.output == self.token_embd
+        self.output == Some(self.token_embd)
     }
 
     /// Bytes the weights occupy in memory.
@@ -137,8 +143,8 @@ impl Weights {
             }
         };
         matrix(&self.token_embd);
-        if !self.tied_head() {
-            matrix(&self.output);
+        if let Some(output) = self.output.filter(|_| !self.tied_head()) {
+            matrix(&output);
         }
         for l in &self.layers {
             for lin in l.attn_qkv.iter().chain([&l.attn_output, &l.ffn_up, &l.ffn_down]).chain(&l.ffn_gate) {
@@ -157,9 +163,13 @@ impl Weights {
             Arch::Gpt2 => Naming::HfGpt2 { prefix: "" },
             Arch::Llama | Arch::Qwen2 => Naming::HfLlama,
             Arch::Gemma3 => Naming::HfGemma3,
+            // A BertModel saves its tensors unprefixed; a BertFor… model under `bert.`.
+            Arch::Bert if file.contains("bert.embeddings.word_embeddings.weight") => Naming::HfBert { prefix: "bert." },
+            Arch::Bert => Naming::HfBert { prefix: "" },
         };
         // A tied model may still store a copy of the head; skip it when it equals the embedding.
-        let explicit_head = !config.tied_head
+        let explicit_head = !config.has_head()
+            || !config.tied_head
             || (file.contains("lm_head.weight")
                 && file.raw("lm_head.weight")? != file.raw(&naming.name("token_embd.weight"))?);
         let layout = Layout::new(config, explicit_head)?;
@@ -395,6 +405,10 @@ enum Naming {
     /// LLaMA and Qwen2.
     HfLlama,
     HfGemma3,
+    /// BERT (`BertModel`), optionally under a prefix (`bert.` in a `BertFor…` checkpoint).
+    HfBert {
+        prefix: &'static str,
+    },
 }
 
 impl Naming {
@@ -422,6 +436,28 @@ impl Naming {
                 };
                 match layer {
                     Some(l) => format!("{prefix}h.{l}.{name}.{suffix}"),
+                    None => format!("{prefix}{name}.{suffix}"),
+                }
+            }
+            Naming::HfBert { prefix } => {
+                let name = match tensor {
+                    "token_embd" => return format!("{prefix}embeddings.word_embeddings.{suffix}"),
+                    "position_embd" => return format!("{prefix}embeddings.position_embeddings.{suffix}"),
+                    "token_types" => return format!("{prefix}embeddings.token_type_embeddings.{suffix}"),
+                    "token_embd_norm" => return format!("{prefix}embeddings.LayerNorm.{suffix}"),
+                    "attn_q" => "attention.self.query",
+                    "attn_k" => "attention.self.key",
+                    "attn_v" => "attention.self.value",
+                    "attn_output" => "attention.output.dense",
+                    // Post-LN: the norm after attention is `ln1`, the one after the MLP `ln2`.
+                    "attn_norm" => "attention.output.LayerNorm",
+                    "ffn_up" => "intermediate.dense",
+                    "ffn_down" => "output.dense",
+                    "ffn_norm" => "output.LayerNorm",
+                    other => other,
+                };
+                match layer {
+                    Some(l) => format!("{prefix}encoder.layer.{l}.{name}.{suffix}"),
                     None => format!("{prefix}{name}.{suffix}"),
                 }
             }
@@ -505,12 +541,18 @@ impl Layout {
     /// with checked arithmetic, since a wasm32 `usize` overflows at 4 G.
     fn new(c: &Config, explicit_head: bool) -> Result<Layout> {
         let (d, f, v) = (c.d_model, c.d_ff, c.vocab_size);
-        let gpt2 = c.arch == Arch::Gpt2;
+        let (fused_qkv, biased) = (c.arch == Arch::Gpt2, c.arch.biased());
         let (qkv_bias, gemma) = (c.arch.qkv_bias(), c.arch.gemma_norms());
+        let explicit_head = explicit_head && c.has_head();
         let mut layout = Layout { tensors: Vec::new(), n_floats: 0, arch: c.arch, n_layer: c.n_layer, explicit_head };
         layout.push("token_embd.weight".into(), vec![v, d])?;
-        if gpt2 {
+        if c.variant.positions == Positions::Learned {
             layout.push("position_embd.weight".into(), vec![c.n_ctx, d])?;
+        }
+        if c.arch == Arch::Bert {
+            layout.push("token_types.weight".into(), vec![c.token_types, d])?;
+            layout.push("token_embd_norm.weight".into(), vec![d])?;
+            layout.push("token_embd_norm.bias".into(), vec![d])?;
         }
         let qkv = d.checked_mul(3).ok_or_else(|| overflow("attn_qkv"))?;
         for l in 0..c.n_layer {
@@ -522,10 +564,10 @@ impl Layout {
                 Ok(())
             };
             let linear =
-                |layout: &mut Layout, name: &str, rows: usize, cols: usize| with_bias(layout, name, rows, cols, gpt2);
+                |layout: &mut Layout, name: &str, rows: usize, cols: usize| with_bias(layout, name, rows, cols, biased);
             let norm = |layout: &mut Layout, name: &str, width: usize| linear(layout, name, width, 0);
             norm(&mut layout, "attn_norm", d)?;
-            if gpt2 {
+            if fused_qkv {
                 linear(&mut layout, "attn_qkv", qkv, d)?;
             } else {
                 with_bias(&mut layout, "attn_q", c.q_dim(), d, qkv_bias)?;
@@ -541,7 +583,7 @@ impl Layout {
                 norm(&mut layout, "post_attention_norm", d)?;
             }
             norm(&mut layout, "ffn_norm", d)?;
-            if !gpt2 {
+            if c.variant.mlp.gated() {
                 linear(&mut layout, "ffn_gate", f, d)?;
             }
             linear(&mut layout, "ffn_up", f, d)?;
@@ -550,9 +592,11 @@ impl Layout {
                 norm(&mut layout, "post_ffw_norm", d)?;
             }
         }
-        layout.push("output_norm.weight".into(), vec![d])?;
-        if gpt2 {
-            layout.push("output_norm.bias".into(), vec![d])?;
+        if c.has_final_norm() {
+            layout.push("output_norm.weight".into(), vec![d])?;
+            if c.arch.norm_has_mean() {
+                layout.push("output_norm.bias".into(), vec![d])?;
+            }
         }
         if explicit_head {
             layout.push("output.weight".into(), vec![v, d])?;
@@ -636,11 +680,18 @@ impl Layout {
             })
             .collect();
         let token_embd = self.matrix("token_embd.weight");
+        let optional_matrix = |name: &str| self.find(name).map(|_| self.matrix(name));
         Weights {
-            position_embd: self.find("position_embd.weight").map(|_| self.matrix("position_embd.weight")),
+            position_embd: optional_matrix("position_embd.weight"),
+            token_type_embd: optional_matrix("token_types.weight"),
+            embd_norm: self.optional_norm("token_embd_norm"),
             layers,
-            output_norm: self.norm("output_norm"),
-            output: if self.explicit_head { self.matrix("output.weight") } else { token_embd },
+            output_norm: self.optional_norm("output_norm"),
+            output: match self.arch {
+                Arch::Bert => None,
+                _ if self.explicit_head => Some(self.matrix("output.weight")),
+                _ => Some(token_embd),
+            },
             token_embd,
             floats,
             blocks,
@@ -674,5 +725,9 @@ mod tests {
         assert!(gpt2.is_conv1d("blk.0.ffn_down.weight") && !gpt2.is_conv1d("blk.0.ffn_down.bias"));
         assert_eq!(Naming::HfLlama.name("blk.11.ffn_gate.weight"), "model.layers.11.mlp.gate_proj.weight");
         assert_eq!(Naming::HfLlama.name("token_embd.weight"), "model.embed_tokens.weight");
+        let bert = Naming::HfBert { prefix: "" };
+        assert_eq!(bert.name("blk.5.attn_k.bias"), "encoder.layer.5.attention.self.key.bias");
+        assert_eq!(bert.name("blk.0.ffn_norm.weight"), "encoder.layer.0.output.LayerNorm.weight");
+        assert_eq!(bert.name("token_embd_norm.bias"), "embeddings.LayerNorm.bias");
     }
 }

@@ -1,10 +1,11 @@
 //! Reading tokenizer files: HF's tokenizer.json, or GPT-2's vocab.json + merges.txt.
 //!
-//! A tokenizer.json is one of two kinds: byte-level BPE (GPT-2, SmolLM2, LLaMA 3, Qwen2: a
-//! `ByteLevel` pre-tokenizer, maybe after a `Split` or `Digits`), or SentencePiece-style BPE with
+//! A tokenizer.json is one of three kinds: byte-level BPE (GPT-2, SmolLM2, LLaMA 3, Qwen2: a
+//! `ByteLevel` pre-tokenizer, maybe after a `Split` or `Digits`), SentencePiece-style BPE with
 //! byte fallback (LLaMA 1/2, TinyLlama, Gemma: spaces become `▁` by a `Replace` normalizer or a
-//! `Metaspace` pre-tokenizer). A `TemplateProcessing` post-processor that puts special tokens
-//! before and after the text (LLaMA's BOS) is honoured for both.
+//! `Metaspace` pre-tokenizer), or WordPiece (BERT and its sentence encoders: `BertNormalizer`,
+//! `BertPreTokenizer`). A `TemplateProcessing` post-processor that puts special tokens before and
+//! after the text (LLaMA's BOS, BERT's `[CLS]` … `[SEP]`) is honoured for all of them.
 //!
 //! Every setting that changes which ids a text gets is either honoured or refused with an
 //! error naming it; a tokenizer that silently disagreed with the model's would make every
@@ -19,6 +20,7 @@ use super::added_tokens::AddedToken;
 use super::bpe::{BpeConfig, BpeTokenizer, MAX_VOCAB_SIZE};
 use super::pretokenize::SplitPattern;
 use super::sentencepiece::{PrependSpace, Ranking, Spm, SpmParts};
+use super::wordpiece::{BertNormalizer, WordPiece, WordPieceDecoder, WordPieceParts};
 use super::{SpecialTokens, Tokenizer};
 use crate::error::{Error, Result};
 
@@ -36,6 +38,8 @@ struct TokenizerJson {
     pre_tokenizer: Option<Value>,
     #[serde(default)]
     post_processor: Option<Value>,
+    #[serde(default)]
+    decoder: Option<Value>,
     model: Value,
 }
 
@@ -96,7 +100,6 @@ fn default_true() -> bool {
 pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<Tokenizer> {
     let file: TokenizerJson =
         serde_json::from_slice(bytes).map_err(|e| Error::Tokenizer(format!("tokenizer.json is not valid: {e}")))?;
-    let model = bpe_model(file.model)?;
     let added_tokens = file
         .added_tokens
         .into_iter()
@@ -112,8 +115,13 @@ pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<Tokenizer> {
         normalizer: file.normalizer,
         pre_tokenizer: file.pre_tokenizer,
         post_processor: file.post_processor,
+        decoder: file.decoder,
         added_tokens,
     };
+    if file.model.get("type").and_then(Value::as_str) == Some("WordPiece") {
+        return wordpiece(parts, file.model).map(Tokenizer::WordPiece);
+    }
+    let model = bpe_model(file.model)?;
     if model.byte_fallback == Some(true) {
         return sentencepiece(parts, model).map(Tokenizer::SentencePiece);
     }
@@ -125,6 +133,9 @@ struct Parts {
     normalizer: Option<Value>,
     pre_tokenizer: Option<Value>,
     post_processor: Option<Value>,
+    /// Read for WordPiece only: the byte-level and SentencePiece decoders give back the tokens'
+    /// bytes, which is what gptlens does for BPE anyway.
+    decoder: Option<Value>,
     added_tokens: Vec<AddedToken>,
 }
 
@@ -267,6 +278,132 @@ fn sentencepiece(file: Parts, model: BpeModelJson) -> Result<Spm> {
     })?;
     check_framing(prepend.into_iter().chain(append), spm.vocab_size())?;
     Ok(spm)
+}
+
+#[derive(Deserialize)]
+struct WordPieceModelJson {
+    vocab: HashMap<String, u32>,
+    unk_token: String,
+    continuing_subword_prefix: String,
+    /// Checked by hand, so that the error can name it.
+    max_input_chars_per_word: Value,
+}
+
+#[derive(Deserialize)]
+struct BertNormalizerJson {
+    clean_text: bool,
+    handle_chinese_chars: bool,
+    #[serde(default)]
+    strip_accents: Option<bool>,
+    lowercase: bool,
+}
+
+#[derive(Deserialize)]
+struct WordPieceDecoderJson {
+    prefix: String,
+    cleanup: bool,
+}
+
+/// The largest `max_input_chars_per_word` accepted (BERT's is 100). Matching a word costs up to
+/// its length squared in lookups, so a file cannot make one word cost the browser minutes.
+const MAX_INPUT_CHARS_PER_WORD: u64 = 10_000;
+
+/// A WordPiece tokenizer.json (BERT, all-MiniLM-L6-v2): `BertNormalizer` (or none),
+/// `BertPreTokenizer`, the WordPiece model, framing by `TemplateProcessing` or `BertProcessing`,
+/// and the WordPiece decoder (or none: tokens joined by spaces).
+///
+/// `truncation` and `padding` are not read: gptlens encodes the whole text and never pads, and
+/// the engine refuses a prompt past the model's context instead of cutting it silently.
+fn wordpiece(file: Parts, model: Value) -> Result<WordPiece> {
+    let unsupported = |what: String| Error::Tokenizer(format!("{what} is not supported with a WordPiece model"));
+    let model = WordPieceModelJson::deserialize(model)
+        .map_err(|e| Error::Tokenizer(format!("tokenizer.json's WordPiece model is not valid: {e}")))?;
+    let max_input_chars_per_word = model
+        .max_input_chars_per_word
+        .as_u64()
+        .filter(|max| (1..=MAX_INPUT_CHARS_PER_WORD).contains(max))
+        .and_then(|max| usize::try_from(max).ok())
+        .ok_or_else(|| {
+            Error::Tokenizer(format!(
+                "the WordPiece model's max_input_chars_per_word = {} is not supported (gptlens accepts 1 to \
+                 {MAX_INPUT_CHARS_PER_WORD})",
+                model.max_input_chars_per_word
+            ))
+        })?;
+    let names = |stages: &[&Value]| stages.iter().map(|stage| type_name(stage)).collect::<Vec<_>>().join(" + ");
+    let normalizer = match stages(file.normalizer.as_ref(), "normalizers")?.as_slice() {
+        [] => None,
+        [bert] if type_name(bert) == "BertNormalizer" => {
+            let bert = BertNormalizerJson::deserialize(*bert)
+                .map_err(|e| Error::Tokenizer(format!("bad BertNormalizer: {e}")))?;
+            Some(BertNormalizer {
+                clean_text: bert.clean_text,
+                handle_chinese_chars: bert.handle_chinese_chars,
+                strip_accents: bert.strip_accents.unwrap_or(bert.lowercase),
+                lowercase: bert.lowercase,
+            })
+        }
+        stages => {
+            return Err(unsupported(format!("the normalizer `{}` (gptlens implements BertNormalizer)", names(stages))))
+        }
+    };
+    match stages(file.pre_tokenizer.as_ref(), "pretokenizers")?.as_slice() {
+        [bert] if type_name(bert) == "BertPreTokenizer" => {}
+        [] => return Err(unsupported("no pre-tokenizer (gptlens implements BertPreTokenizer)".into())),
+        stages => {
+            return Err(unsupported(format!(
+                "the pre-tokenizer `{}` (gptlens implements BertPreTokenizer)",
+                names(stages)
+            )))
+        }
+    }
+    let decoder = match file.decoder.as_ref().filter(|decoder| !decoder.is_null()) {
+        None => WordPieceDecoder::JoinWithSpaces,
+        Some(decoder) if type_name(decoder) == "WordPiece" => {
+            let decoder = WordPieceDecoderJson::deserialize(decoder)
+                .map_err(|e| Error::Tokenizer(format!("bad WordPiece decoder: {e}")))?;
+            WordPieceDecoder::WordPiece { prefix: decoder.prefix, cleanup: decoder.cleanup }
+        }
+        Some(decoder) => {
+            return Err(unsupported(format!(
+                "the decoder `{}` (gptlens implements the WordPiece decoder)",
+                type_name(decoder)
+            )))
+        }
+    };
+    let (prepend, append) = match file.post_processor.as_ref().filter(|p| type_name(p) == "BertProcessing") {
+        Some(bert) => bert_processing(bert)?,
+        None => framing(file.post_processor.as_ref())?,
+    };
+    let wordpiece = WordPiece::from_parts(WordPieceParts {
+        vocab: model.vocab,
+        unknown_token: model.unk_token,
+        continuing_prefix: model.continuing_subword_prefix,
+        max_input_chars_per_word,
+        normalizer,
+        added: file.added_tokens,
+        decoder,
+        prepend,
+        append,
+    })?;
+    check_framing(prepend.into_iter().chain(append), wordpiece.vocab_size())?;
+    Ok(wordpiece)
+}
+
+/// Older BERT files' post-processor: `{"cls": ["[CLS]", 101], "sep": ["[SEP]", 102]}`, the same
+/// framing as BERT's TemplateProcessing.
+fn bert_processing(stage: &Value) -> Result<(Option<u32>, Option<u32>)> {
+    let id = |key: &str| {
+        stage
+            .get(key)
+            .and_then(|pair| pair.get(1))
+            .and_then(Value::as_u64)
+            .and_then(|id| u32::try_from(id).ok())
+            .ok_or_else(|| {
+                Error::Tokenizer(format!("the BertProcessing post-processor has no [token, id] pair `{key}` ({stage})"))
+            })
+    };
+    Ok((Some(id("cls")?), Some(id("sep")?)))
 }
 
 /// The special tokens a `TemplateProcessing` post-processor puts before and after a single
@@ -456,7 +593,7 @@ fn bpe_model(model: Value) -> Result<BpeModelJson> {
         None | Some(Some("BPE")) => {}
         Some(kind) => {
             return Err(Error::Tokenizer(format!(
-                "the model type `{}` is not supported (gptlens reads BPE tokenizers)",
+                "the model type `{}` is not supported (gptlens reads BPE and WordPiece tokenizers)",
                 kind.unwrap_or("(not a string)")
             )))
         }

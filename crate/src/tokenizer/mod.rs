@@ -19,6 +19,10 @@
 //!
 //! [`Tokenizer::Bytes`] skips all of this for byte-level models: ids are byte values.
 //!
+//! [`Tokenizer::WordPiece`] (BERT-style encoders) has stages of its own: BERT's normalizer and
+//! pre-tokenizer, greedy longest-match WordPiece, `[CLS]` … `[SEP]` framing; see `wordpiece`.
+//! Its tokens are whole characters, so decoding is by token text rather than by bytes.
+//!
 //! Tokenizers load from HF's tokenizer.json, GPT-2's vocab.json + merges.txt, or a GGUF's
 //! `tokenizer.ggml.*` metadata ([`GgufVocab`], see `gguf_vocab` for how that matches
 //! transformers and llama.cpp). Nothing here touches the filesystem: loaders take the files'
@@ -32,11 +36,13 @@ mod gguf_vocab;
 mod load;
 mod pretokenize;
 mod sentencepiece;
+mod wordpiece;
 
 pub use bpe::BpeTokenizer;
 pub use chat::ChatMl;
 pub use gguf_vocab::{GgufVocab, TOKEN_TYPE_CONTROL, TOKEN_TYPE_NORMAL, TOKEN_TYPE_USER_DEFINED};
 pub use sentencepiece::{Spm, SpmFlavor};
+pub use wordpiece::WordPiece;
 
 use crate::formats::gguf::GgufFile;
 
@@ -74,13 +80,17 @@ pub enum Tokenizer {
     Bpe(BpeTokenizer),
     /// SentencePiece BPE with byte fallback (LLaMA 1/2, Gemma), from GGUF metadata or tokenizer.json.
     SentencePiece(Spm),
+    /// WordPiece with BERT's normalizer and pre-tokenizer (BERT, all-MiniLM-L6-v2), from
+    /// tokenizer.json.
+    WordPiece(WordPiece),
     /// For byte-level models: ids are byte values, the vocabulary has 256 entries.
     Bytes,
 }
 
 impl Tokenizer {
     /// Loads a Hugging Face tokenizer.json whose model is BPE: byte-level (GPT-2, SmolLM2,
-    /// LLaMA 3, Qwen2) or SentencePiece-style with byte fallback (LLaMA 1/2, Gemma).
+    /// LLaMA 3, Qwen2) or SentencePiece-style with byte fallback (LLaMA 1/2, Gemma); or
+    /// WordPiece (BERT, all-MiniLM-L6-v2).
     pub fn from_tokenizer_json(bytes: &[u8]) -> Result<Tokenizer> {
         load::from_tokenizer_json(bytes)
     }
@@ -111,6 +121,7 @@ impl Tokenizer {
         match self {
             Tokenizer::Bpe(bpe) => bpe.special_tokens(),
             Tokenizer::SentencePiece(spm) => spm.special_tokens(),
+            Tokenizer::WordPiece(wordpiece) => wordpiece.special_tokens(),
             Tokenizer::Bytes => SpecialTokens::default(),
         }
     }
@@ -119,7 +130,7 @@ impl Tokenizer {
     pub fn chat_template(&self) -> Option<&ChatMl> {
         match self {
             Tokenizer::Bpe(bpe) => bpe.chat(),
-            Tokenizer::SentencePiece(_) | Tokenizer::Bytes => None,
+            Tokenizer::SentencePiece(_) | Tokenizer::WordPiece(_) | Tokenizer::Bytes => None,
         }
     }
 
@@ -137,27 +148,38 @@ impl Tokenizer {
         match self {
             Tokenizer::Bpe(bpe) => bpe.vocab_size(),
             Tokenizer::SentencePiece(spm) => spm.vocab_size(),
+            Tokenizer::WordPiece(wordpiece) => wordpiece.vocab_size(),
             Tokenizer::Bytes => BYTE_VOCAB_SIZE,
         }
     }
 
     /// The ids of `text`, as `tokenizer(text).input_ids` gives them in transformers: special
-    /// tokens in the text become their ids, and BOS / EOS are added if the model asks for them.
+    /// tokens in the text become their ids, and BOS / EOS are added if the model asks for them
+    /// (`[CLS]` … `[SEP]` for WordPiece). Never truncated or padded, whatever tokenizer.json says.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         Ok(match self {
             Tokenizer::Bpe(bpe) => bpe.encode(text),
             Tokenizer::SentencePiece(spm) => spm.encode(text),
+            Tokenizer::WordPiece(wordpiece) => wordpiece.encode(text),
             Tokenizer::Bytes => text.bytes().map(u32::from).collect(),
         })
     }
 
     /// The text of `ids`, with U+FFFD where the bytes do not form complete UTF-8 characters.
+    /// WordPiece decodes as its decoder says (`##` pieces joined, spaces between words, special
+    /// tokens kept): HF's `decode(ids, skip_special_tokens=False)`.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        if let Tokenizer::WordPiece(wordpiece) = self {
+            return wordpiece.decode(ids);
+        }
         Ok(String::from_utf8_lossy(&self.decode_bytes(ids)?).into_owned())
     }
 
     /// The raw bytes of `ids`, for printers that must hold back a half-finished character.
     pub fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
+        if let Tokenizer::WordPiece(wordpiece) = self {
+            return wordpiece.decode(ids).map(String::into_bytes);
+        }
         let mut bytes = Vec::with_capacity(ids.len() * 4);
         for &id in ids {
             // An id inside the range that no token has decodes to nothing, as in HF.
@@ -169,7 +191,8 @@ impl Tokenizer {
     /// A one-line label for one token, for visualizations. The token's text is shown as is,
     /// except that a backslash is doubled, control characters are escaped (`\n`, `\t`, `\r`,
     /// `\u{1b}`) and bytes that are not a whole UTF-8 character appear as `\xE2`. The escapes
-    /// make the label unambiguous, so distinct byte sequences get distinct labels.
+    /// make the label unambiguous, so distinct byte sequences get distinct labels. A WordPiece
+    /// token is labelled as the vocabulary spells it (`##ing`, `[CLS]`).
     pub fn token_string(&self, id: u32) -> Result<String> {
         match self.bytes_of(id)? {
             Some(bytes) => Ok(display_label(bytes)),
@@ -183,6 +206,7 @@ impl Tokenizer {
         match self {
             Tokenizer::Bpe(bpe) => bpe.token_id(token),
             Tokenizer::SentencePiece(spm) => spm.token_id(token),
+            Tokenizer::WordPiece(wordpiece) => wordpiece.token_id(token),
             Tokenizer::Bytes => match token.as_bytes() {
                 [byte] => Some(u32::from(*byte)),
                 _ => None,
@@ -195,6 +219,7 @@ impl Tokenizer {
         match self {
             Tokenizer::Bpe(bpe) => bpe.token_bytes(id),
             Tokenizer::SentencePiece(spm) => spm.token_bytes(id).map(Some),
+            Tokenizer::WordPiece(wordpiece) => wordpiece.token_text(id).map(|text| text.map(str::as_bytes)),
             Tokenizer::Bytes => match BYTE_VALUES.get(id as usize..=id as usize) {
                 Some(byte) => Ok(Some(byte)),
                 None => Err(Error::TokenOutOfRange { id, vocab: BYTE_VOCAB_SIZE }),

@@ -36,6 +36,9 @@ pub fn reference_from_bytes(bytes: &[u8]) -> BTreeMap<String, RefTensor> {
                 safetensors::Dtype::F32 => {
                     view.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
                 }
+                safetensors::Dtype::I32 => {
+                    view.data().chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap()) as f32).collect()
+                }
                 safetensors::Dtype::I64 => {
                     view.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as f32).collect()
                 }

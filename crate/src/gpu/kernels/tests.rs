@@ -367,7 +367,7 @@ fn attention_matches_the_cpu() {
                     let (mut probs, mut o) = (vec![0.0; pos0 + t + 1], vec![0.0; hd]);
                     let cache = attention::HeadCache { keys: &keys[col..], values: &values[col..], stride: kv_dim };
                     let first = if window > 0 { (pos0 + t + 1).saturating_sub(window) } else { 0 };
-                    attention::attend(q, &cache, first..pos0 + t + 1, divisor, &mut probs, &mut o);
+                    attention::attend(q, &cache, first..pos0 + t + 1, None, divisor, &mut probs, &mut o);
                     for (i, want) in o.iter().enumerate() {
                         assert!((out[3][t * q_dim + h * hd + i] - want).abs() <= 1e-5, "output [{t},{h},{i}]");
                     }

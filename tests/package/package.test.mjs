@@ -2,11 +2,11 @@
 // model loaded from disk, results compared with the PyTorch reference. run.sh copies this folder
 // into a fresh project that has only the tarball installed.
 import assert from 'node:assert/strict';
-import { createReadStream, readFileSync } from 'node:fs';
+import { createReadStream, existsSync, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { backend, coalesceLatest, createWorkerClient, init, Model } from 'gptlens';
+import { backend, coalesceLatest, cosine, createWorkerClient, init, Model } from 'gptlens';
 import { parseSafetensors } from '../support/safetensors.mjs';
 
 const fixture = join(process.env.GPTLENS_FIXTURES, 'gpt2-tiny-f32');
@@ -262,10 +262,9 @@ test('sampling parameters and seeds: typed errors for every field, in sampleNext
 });
 
 /** A Worker stand-in: answers init and load like the engine's worker, records every other request. */
-function fakeWorker() {
+function fakeWorker(info = { ...model.info() }) {
   const posted = [];
   const listeners = [];
-  const info = { ...model.info() };
   return {
     posted,
     addEventListener(type, listener) {
@@ -279,6 +278,7 @@ function fakeWorker() {
         loadGgufEnd: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
         openSession: 1,
         run: { id: 2, tokens: Uint32Array.from(referenceTokens), computed: referenceTokens.length, tensors: {} },
+        embed: new Float32Array(info.dModel),
       }[op];
       queueMicrotask(() => listeners.forEach((listener) => listener({ data: { id, op, ok: true, result } })));
     },
@@ -489,4 +489,137 @@ test('session.setAblation zeroes heads like PyTorch; [] undoes it; bad heads are
   assert.throws(() => session.setAblation([[1, 3]], { with: 'median' }), { name: 'TypeError' });
   assert.throws(() => session.setAblation([[9, 'mlp']]), /MLP 9\.mlp does not exist/);
   session.free();
+});
+
+// --- Encoders: bidirectional attention, post-LN, sentence embeddings.
+
+const encoderDir = join(process.env.GPTLENS_FIXTURES, 'encoder', 'variants', 'post-gelu-sinusoidal-bidirectional');
+const loadDir = async (dir, names) => Model.load(Object.fromEntries(await Promise.all(names.map(async (name) => [name, new Uint8Array(await readFile(join(dir, name)))]))));
+const norm = (v) => Math.sqrt(v.reduce((sum, x) => sum + x * x, 0));
+
+test('an encoder fixture: its info, full attention maps, unit embeddings, and no next token', async () => {
+  const encoder = await loadDir(encoderDir, ['config.json', 'model.safetensors']);
+  const info = encoder.info();
+  assert.deepEqual(
+    { attention: info.attention, normPlacement: info.normPlacement, positions: info.positions, hasHead: info.hasHead, hasTokenizer: info.hasTokenizer },
+    { attention: 'bidirectional', normPlacement: 'post', positions: 'sinusoidal', hasHead: true, hasTokenizer: false },
+  );
+  assert.ok(!info.standardHooks.includes('ln_final.hook_scale'), 'post-LN: no final norm');
+  const tokens = [3, 14, 15, 9, 26, 5];
+  const t = tokens.length;
+  const trace = encoder.run(tokens);
+  const { shape, data } = trace.tensor('blocks.0.attn.hook_pattern');
+  assert.deepEqual(shape, [info.nHead, t, t]);
+  let above = 0;
+  for (let h = 0; h < info.nHead; h++) {
+    for (let q = 0; q < t; q++) {
+      let row = 0;
+      for (let k = 0; k < t; k++) row += data[(h * t + q) * t + k];
+      assert.ok(Math.abs(row - 1) < 1e-5, `head ${h} query ${q}: the row sums to ${row}`);
+      for (let k = q + 1; k < t; k++) above = Math.max(above, data[(h * t + q) * t + k]);
+    }
+  }
+  assert.ok(data[1] > 0 && above > 0.01, `weights above the diagonal: [0,0,1] = ${data[1]}, largest ${above}`);
+  // Every run recomputes every position (no prefix reuse: the future changes the past).
+  const session = encoder.session();
+  session.run(tokens, []);
+  assert.equal(session.run([...tokens, 7], []).computed, t + 1);
+
+  const embedding = encoder.embed(tokens);
+  assert.ok(embedding instanceof Float32Array && embedding.length === info.dModel);
+  assert.ok(Math.abs(norm(embedding) - 1) < 1e-5, `unit length, not ${norm(embedding)}`);
+  assert.deepEqual(session.embed(tokens), embedding, 'Session.embed is Model.embed');
+  assert.ok(Math.abs(cosine(embedding, embedding) - 1) < 1e-6);
+  assert.ok(cosine(embedding, encoder.embed([1, 2])) < 1 - 1e-4);
+
+  // Checked where they enter, like every other argument.
+  assert.throws(() => encoder.embed([]), { name: 'RangeError', message: /^input must hold at least one token id/ });
+  assert.throws(() => encoder.embed([1, info.vocabSize]), { name: 'RangeError', message: new RegExp(`^input\\[1\\] must be an integer in \\[0, ${info.vocabSize}\\)`) });
+  assert.throws(() => encoder.embed([1.5]), { name: 'RangeError' });
+  assert.throws(() => encoder.embed(null), { name: 'TypeError', message: /^input must be a string, a Uint32Array or an array/ });
+  assert.throws(() => session.embed([]), { name: 'RangeError' });
+  assert.throws(() => cosine([1, 2], [1]), { name: 'RangeError' });
+  assert.throws(() => cosine([0, 0], [1, 0]), { name: 'RangeError' });
+  assert.throws(() => encoder.embed('text'), /tokenizer/, 'no tokenizer: text cannot be embedded');
+
+  // An encoder does not generate.
+  assert.throws(() => session.step(1), /encoder/);
+  assert.throws(() => session.sampleNext({ temperature: 0 }), /encoder/);
+  await assert.rejects(session.stepAsync(1), /encoder/);
+  assert.equal(encoder.run(tokens, []).computed, t, 'still usable afterwards');
+  trace.free();
+  session.free();
+  encoder.free();
+});
+
+test('the worker client embeds in one message, checked first; refuses next-token questions for an encoder', async () => {
+  const info = { ...model.info(), hasHead: false, attention: 'bidirectional', architecture: 'bert', standardHooks: [], hooks: [] };
+  const worker = fakeWorker(info);
+  const engine = await createWorkerClient({ worker });
+  await engine.load(files);
+  const before = worker.posted.length;
+  await assert.rejects(engine.embed([]), { name: 'RangeError', message: /^input must hold at least one token id/ });
+  await assert.rejects(engine.embed([513]), { name: 'RangeError' });
+  await assert.rejects(engine.embed({}), { name: 'TypeError' });
+  await assert.rejects(engine.logitLens([1, 2]), /encoder without a language-model head/);
+  await assert.rejects(engine.attribution([1, 2]), /encoder without a language-model head/);
+  const session = await engine.session();
+  const trace = await engine.run([1, 2, 3], []);
+  const runs = worker.posted.length;
+  await assert.rejects(trace.topK(3), /topK needs next-token logits/);
+  await assert.rejects(trace.probs(0, 1), /encoder/);
+  await assert.rejects(session.step(1), /encoder/);
+  await assert.rejects(session.sampleNext({ temperature: 0 }), /encoder/);
+  assert.equal(worker.posted.length, runs, 'no refused call reached the worker');
+  assert.equal(runs - before, 2, 'only the session and the run');
+  const vector = await engine.embed([5, 6, 7]);
+  assert.ok(vector instanceof Float32Array && vector.length === info.dModel);
+  await engine.embed('A sentence.');
+  const sent = worker.posted.slice(runs);
+  assert.deepEqual(sent.map(({ op }) => op), ['embed', 'embed'], 'one message each');
+  assert.ok(sent[0].args[0] instanceof Uint32Array);
+  assert.deepEqual([...sent[0].args[0]], [5, 6, 7]);
+  assert.equal(sent[1].args[0], 'A sentence.');
+  engine.terminate();
+});
+
+const minilmDir = process.env.GPTLENS_MODELS ? join(process.env.GPTLENS_MODELS, 'all-MiniLM-L6-v2') : join(process.env.GPTLENS_FIXTURES, '..', '..', 'assets', 'models', 'all-MiniLM-L6-v2');
+const minilmFiles = ['config.json', 'model.safetensors', 'tokenizer.json'];
+const haveMinilm = minilmFiles.every((name) => existsSync(join(minilmDir, name)));
+
+test('all-MiniLM-L6-v2: embeddings whose cosine similarities are sentence-transformers\' (1e-5)', async (t) => {
+  if (!haveMinilm) {
+    const reason = `${minilmDir} is absent (bash scripts/fetch-minilm.sh fetches it)`;
+    console.log(`SKIPPED MiniLM: ${reason}`);
+    return t.skip(reason);
+  }
+  const minilm = await loadDir(minilmDir, minilmFiles);
+  const info = minilm.info();
+  assert.deepEqual(
+    { architecture: info.architecture, attention: info.attention, normPlacement: info.normPlacement, positions: info.positions, hasHead: info.hasHead, dModel: info.dModel },
+    { architecture: 'bert', attention: 'bidirectional', normPlacement: 'post', positions: 'learned', hasHead: false, dModel: 384 },
+  );
+  assert.ok(!info.standardHooks.includes('logits') && !info.standardHooks.some((hook) => hook.startsWith('ln_final')));
+  const fixture = join(process.env.GPTLENS_FIXTURES, 'encoder', 'minilm');
+  const sentences = JSON.parse(await readFile(join(fixture, 'sentences.json'), 'utf8'));
+  const reference = parseSafetensors(await readFile(join(fixture, 'reference.safetensors'))).tensors.cosine;
+  const n = sentences.length;
+  assert.deepEqual(reference.shape, [n, n]);
+  const embeddings = sentences.map(({ text, ids }) => {
+    assert.deepEqual([...minilm.encode(text)], ids, `the tokens of ${JSON.stringify(text)}`);
+    const fromIds = minilm.embed(ids);
+    assert.deepEqual(minilm.embed(text), fromIds, 'text and its ids embed alike');
+    assert.ok(Math.abs(norm(fromIds) - 1) < 1e-5);
+    return fromIds;
+  });
+  let worst = 0;
+  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) worst = Math.max(worst, Math.abs(cosine(embeddings[i], embeddings[j]) - reference.data[i * n + j]));
+  assert.ok(worst <= 1e-5, `cosine similarities off by ${worst}`);
+  const trace = minilm.run(sentences[0].ids);
+  assert.throws(() => trace.topK(3), /topK needs next-token logits, and this bert model is an encoder without a language-model head/);
+  assert.throws(() => trace.probs(0, 1), /encoder/);
+  assert.throws(() => minilm.logitLens(sentences[0].ids), /encoder/);
+  assert.equal(minilm.session().lastLogits().length, 0);
+  trace.free();
+  minilm.free();
 });

@@ -17,4 +17,4 @@ echo '{ "name": "gptlens-package-test", "private": true, "type": "module" }' > p
 npm install --no-audit --no-fund --loglevel=error "$tarball" >&2
 mkdir tests && cp -r "$repo/tests/package" "$repo/tests/support" tests/
 
-GPTLENS_FIXTURES=$repo/tests/fixtures "$repo/tests/support/run-node-tests.sh" package tests/package/package.test.mjs tests/package/crash.test.mjs
+GPTLENS_FIXTURES=$repo/tests/fixtures GPTLENS_MODELS=$repo/assets/models "$repo/tests/support/run-node-tests.sh" package tests/package/package.test.mjs tests/package/crash.test.mjs

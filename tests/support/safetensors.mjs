@@ -1,10 +1,11 @@
 // Reads and writes the safetensors format (8-byte little-endian header length, JSON header,
 // raw little-endian data) in plain JavaScript, for Node and browsers alike. Only what the tests
-// and the bench need: F32 and I64 to read, any dtype given as bytes to write.
+// and the bench need: F32, I64 and I32 to read, any dtype given as bytes to write.
 
 const READERS = {
   F32: (bytes) => new Float32Array(aligned(bytes, 4)),
   I64: (bytes) => Array.from(new BigInt64Array(aligned(bytes, 8)), Number),
+  I32: (bytes) => Array.from(new Int32Array(aligned(bytes, 4))),
 };
 
 // Typed arrays need their offset to be a multiple of the element size; copy when it is not.

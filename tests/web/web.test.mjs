@@ -12,7 +12,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { init, Model } from 'gptlens';
+import { cosine, init, Model } from 'gptlens';
 import { launchChromium, skipOrFail } from '../support/browser.mjs';
 import { createRequire } from 'node:module';
 import { servePage } from './page-server.mjs';
@@ -1495,6 +1495,106 @@ test('ablation: Ablate zeroes the open head, every view follows, the next token 
   assert.equal(await grid.locator('button.head.ablated').count(), 0);
   await page.screenshot({ path: `${shots}/ablation-cleared.png` });
   await page.close();
+});
+
+const MINILM = 'assets/all-MiniLM-L6-v2';
+const MINILM_DIR = `${repo}/assets/models/all-MiniLM-L6-v2`;
+
+test('an encoder (all-MiniLM-L6-v2): full attention maps, post-LN strips, live sentence similarity instead of the next token', async (t) => {
+  const names = ['config.json', 'model.safetensors', 'tokenizer.json'];
+  if (!names.every((name) => existsSync(`${MINILM_DIR}/${name}`))) {
+    const reason = `${MINILM_DIR} is absent (bash scripts/fetch-minilm.sh fetches it)`;
+    console.log(`SKIPPED encoder page test: ${reason}`);
+    return t.skip(reason);
+  }
+  const bytes = await Promise.all(names.map((name) => readFile(`${MINILM_DIR}/${name}`)));
+  const minilm = Model.load(Object.fromEntries(names.map((name, i) => [name, new Uint8Array(bytes[i])])));
+  const { nLayer, nHead } = minilm.info();
+  const prompt = 'A man is playing a guitar.';
+  const second = 'A man plays a guitar on stage.';
+  const tokens = minilm.encode(prompt);
+  const n = tokens.length;
+
+  // The query-row view of query 0: its weight on every key, those after it included.
+  const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+  watchPolicy(page);
+  page.on('pageerror', (error) => console.error(`[page] ${error.message}`));
+  await page.goto(`${server.url}/?${new URLSearchParams({ model: MINILM, theme: 'dark', prompt: '', view: 'row', q: '0' })}`);
+  await page.locator('[data-field=model]').filter({ hasText: /all-MiniLM-L6-v2 \(encoder\)/ }).waitFor({ timeout: 180_000 });
+  assert.equal(await page.getByTestId('next-token').isHidden(), true, 'no next-token panel for an encoder');
+  assert.equal(await page.getByTestId('similarity').isVisible(), true);
+  assert.equal(await page.getByTestId('second-sentence').inputValue(), second, 'the second sentence is prefilled');
+  await typePrompt(page, prompt, [...tokens]);
+
+  // Every thumbnail is the full square: all t × t cells painted, not the causal triangle.
+  const canvases = await gridCanvases(page);
+  assert.equal(canvases.length, nLayer * nHead);
+  for (const [i, canvas] of canvases.entries()) {
+    assert.equal(canvas.width, n, `canvas ${i}: one pixel per token`);
+    assert.equal(canvas.painted, n * n, `canvas ${i}: the full map is painted`);
+  }
+  // Query 0 reads every key: its row lists all of them, with the package's weights.
+  const pattern = minilm.run(tokens, ['blocks.0.attn.hook_pattern']).tensor('blocks.0.attn.hook_pattern').data;
+  const row = await page.getByTestId('query-row').locator('tbody tr').evaluateAll((rows) => rows.map((tr) => Number(tr.children[2].textContent)));
+  assert.equal(row.length, n, 'query 0 reads all keys');
+  assert.ok(row[1] > 0 && row.slice(1).reduce((a, b) => a + b, 0) > 0.01, `weights above the diagonal: ${row}`);
+  for (let k = 0; k < n; k++) assert.ok(Math.abs(row[k] - pattern[k]) <= 1e-4, `key ${k}: ${row[k]} vs ${pattern[k]}`);
+  assert.match(await page.getByTestId('layernorm').innerText(), /post-LN/);
+  assert.match(await page.getByTestId('instruments').innerText(), /is an encoder: it has no language-model head/);
+
+  /** Waits until the similarity figure shows these two texts, and returns it with the ranked list. */
+  const shown = async (a, b) => {
+    const figure = page.getByTestId('similarity-score');
+    await page.waitForFunction(([p, s]) => {
+      const element = document.querySelector('[data-testid=similarity-score]');
+      return element?.dataset.prompt === p && element.dataset.second === s && element.dataset.score !== '';
+    }, [a, b]);
+    const ranked = await page.getByTestId('similarity-item').evaluateAll((items) => items.map((item) => Number(item.dataset.score)));
+    return { score: Number(await figure.getAttribute('data-score')), text: await figure.innerText(), ranked };
+  };
+  const expected = (a, b) => cosine(minilm.embed(a), minilm.embed(b));
+  let now = await shown(prompt, second);
+  assert.ok(Math.abs(now.score - expected(prompt, second)) <= 1e-4, `similarity ${now.score} vs the package's ${expected(prompt, second)}`);
+  assert.equal(now.text, now.score.toFixed(4));
+  assert.equal(now.ranked.length, 6);
+  for (let i = 1; i < now.ranked.length; i++) assert.ok(now.ranked[i - 1] >= now.ranked[i], `ranked descending: ${now.ranked}`);
+  assert.equal(await page.getByTestId('similarity-score').getAttribute('aria-live'), 'polite');
+  await page.getByTestId('similarity').screenshot({ path: `${shots}/encoder-similarity-panel.png` });
+  // The README's picture (assets/screenshots/encoder-similarity.png): the top of the page, notes closed.
+  await page.evaluate(() => document.querySelectorAll('.howto:not([hidden]) .howto-close').forEach((button) => button.click()));
+  await page.evaluate(() => scrollTo(0, 0));
+  await page.screenshot({ path: `${shots}/encoder-similarity.png` });
+
+  // Typing in the second box updates the figure live; the address keeps the second sentence.
+  const box = page.getByTestId('second-sentence');
+  await box.click();
+  await box.press('End');
+  await box.pressSequentially(' Loudly!', { delay: 20 });
+  now = await shown(prompt, `${second} Loudly!`);
+  assert.ok(Math.abs(now.score - expected(prompt, `${second} Loudly!`)) <= 1e-4);
+  await page.waitForFunction((text) => new URL(location.href).searchParams.get('second') === text, `${second} Loudly!`);
+  // A ranked sentence, chosen with the keyboard, becomes the second sentence.
+  const first = page.getByTestId('similarity-item').first().locator('button');
+  const top = await first.locator('.similarity-text').innerText();
+  await first.focus();
+  await page.keyboard.press('Enter');
+  now = await shown(prompt, top);
+  assert.ok(Math.abs(now.score - expected(prompt, top)) <= 1e-4);
+  assert.equal(await box.inputValue(), top);
+  const serious = await axeViolations(page, 'encoder');
+  assert.deepEqual(serious, [], JSON.stringify(serious, null, 1));
+  minilm.free();
+  await page.close();
+});
+
+test('the model list names the encoder, or says why it is unavailable', async () => {
+  const catalog = await (await fetch(`${server.url}/models/index.json`)).json();
+  const entry = catalog.models.find((model) => model.id === MINILM);
+  assert.ok(entry, 'all-MiniLM-L6-v2 is listed');
+  assert.equal(entry.name, 'all-MiniLM-L6-v2 (encoder)');
+  assert.equal(entry.encoder, true);
+  if (existsSync(`${MINILM_DIR}/model.safetensors`)) assert.equal(entry.unavailable, undefined);
+  else assert.match(entry.unavailable, /fetch-minilm\.sh/);
 });
 
 test('no page of these tests broke the Content-Security-Policy', () => {

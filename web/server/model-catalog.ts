@@ -127,6 +127,25 @@ function add(listing: Listing, source: Source, relativeDir: string, files: strin
   listing.catalog.models.push(model);
 }
 
+/**
+ * Models the page knows of even when their folder is absent: listed as unavailable, with how to
+ * get them (the fetch scripts are not run by the page's server).
+ */
+const KNOWN_FOLDERS: { folder: string; name: string; fetch: string }[] = [
+  { folder: 'all-MiniLM-L6-v2', name: 'all-MiniLM-L6-v2', fetch: 'not fetched (bash scripts/fetch-minilm.sh, or npm run setup, puts it in assets/models/all-MiniLM-L6-v2/)' },
+];
+
+/** True when a config.json describes an encoder: BERT, or a bidirectional / head-less model. */
+function configIsEncoder(path: string): boolean {
+  try {
+    const config = JSON.parse(readFileSync(path, 'utf8')) as { model_type?: unknown; attention?: unknown; architectures?: unknown };
+    const architectures = Array.isArray(config.architectures) ? config.architectures.map(String) : [];
+    return config.model_type === 'bert' || config.attention === 'bidirectional' || architectures.some((name) => /^Bert(Model|ForMaskedLM)$/.test(name));
+  } catch {
+    return false;
+  }
+}
+
 export function listModels(repo: string): Listing {
   const sources: Source[] = [
     { prefix: 'assets', dir: join(repo, 'assets/models'), kind: 'model' },
@@ -138,11 +157,19 @@ export function listModels(repo: string): Listing {
       const path = join(source.dir, name);
       if (statSync(path).isDirectory()) {
         const files = folderModel(path);
-        if (files) add(listing, source, name, files, name);
+        if (!files) continue;
+        const encoder = files.includes('config.json') && configIsEncoder(join(path, 'config.json'));
+        add(listing, source, name, files, encoder ? `${name} (encoder)` : name);
+        if (encoder) listing.catalog.models.at(-1)!.encoder = true;
       } else if (name.endsWith('.gguf') && ggufHasTensors(path)) {
         add(listing, source, '', [name], basename(name, '.gguf'));
       }
     }
+  }
+  for (const known of KNOWN_FOLDERS) {
+    const id = `assets/${known.folder}`;
+    if (listing.catalog.models.some((model) => model.id === id)) continue;
+    listing.catalog.models.push({ id, name: `${known.name} (encoder)`, kind: 'model', bytes: 0, files: {}, encoder: true, unavailable: known.fetch });
   }
   return listing;
 }

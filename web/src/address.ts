@@ -1,7 +1,7 @@
 // The page's state in its address: model, prompt, picked token, open head and view, sampling
 // settings, colour scale, theme, backend, the head detectors (source, highlighted kind, the head
 // finder's key), the ablated heads and MLPs, and the instruments (the open one, the lens's target
-// token, patching's corrupted prompt). Every change replaces the history entry (a prompt
+// token, patching's corrupted prompt), and an encoder's second sentence. Every change replaces the history entry (a prompt
 // being typed, at most every 300 ms), so the address is always a link to what is on screen, and
 // opening it restores that.
 import type { AblateWith, BackendChoice, SamplingParams } from 'gptlens';
@@ -30,6 +30,7 @@ const TRACKED: (keyof State)[] = [
   'instrument',
   'lensTarget',
   'comparePrompt',
+  'secondSentence',
 ];
 /** `inst=` spells each instrument short. */
 const INSTRUMENTS: Record<string, Instrument> = { lens: 'lens', dla: 'attribution', patch: 'patching' };
@@ -56,6 +57,8 @@ export interface AddressState {
   instrument: Instrument | undefined;
   lensTarget: number | undefined;
   comparePrompt: string | undefined;
+  /** `second=`: the similarity panel's second sentence (encoders). */
+  secondSentence: string | undefined;
 }
 
 function integer(value: string | null, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
@@ -99,6 +102,7 @@ export function readAddress(params: URLSearchParams): AddressState {
     instrument: INSTRUMENTS[params.get('inst') ?? ''],
     lensTarget: integer(params.get('target'), 0),
     comparePrompt: params.get('compare') ?? undefined,
+    secondSentence: params.get('second') ?? undefined,
     ablated: [...new Set((params.get('ablate') ?? '').split(',').filter((unit) => /^\d{1,4}\.(\d{1,4}|mlp)$/.test(unit)))].sort(),
   };
 }
@@ -129,6 +133,8 @@ export function addressOf(state: Readonly<State>, current: string): URL {
   put('inst', Object.entries(INSTRUMENTS).find(([, instrument]) => instrument === state.instrument)?.[0]);
   put('target', state.lensTarget);
   put('compare', state.comparePrompt || undefined);
+  // Only an encoder shows the second sentence: a decoder's link does not carry it.
+  put('second', state.model?.engine.encoder ? state.secondSentence : undefined);
   return url;
 }
 

@@ -20,7 +20,9 @@ export interface Analysis {
   nHead: number;
   /** Per layer, `[nHead, T, T]` row-major: row = query, column = key. */
   attention: Float32Array[];
-  /** In depth order: L0 ln1, L0 ln2, …, final. */
+  /** An encoder's maps are full (every query reads every key); a causal model's are the lower triangle. */
+  bidirectional: boolean;
+  /** In depth order: L0 ln1, L0 ln2, …, final (post-LN models have no final norm). */
   norms: NormSite[];
   /** Positions this run computed; the rest came from the session's cache. */
   computed: number;
@@ -69,8 +71,19 @@ export function analyse(trace: WorkerTrace, info: ModelInfo, labels: string[]): 
     norms.push(normSite(trace, `blocks.${layer}.ln1`, `L${layer} ln1`, layer));
     norms.push(normSite(trace, `blocks.${layer}.ln2`, `L${layer} ln2`, layer));
   }
-  norms.push(normSite(trace, 'ln_final', 'final', undefined));
-  return { tokens: trace.tokens(), labels, nLayer: info.nLayer, nHead: info.nHead, attention, norms, computed: trace.computed };
+  if (trace.names().includes('ln_final.hook_scale')) norms.push(normSite(trace, 'ln_final', 'final', undefined));
+  const bidirectional = info.attention === 'bidirectional';
+  return { tokens: trace.tokens(), labels, nLayer: info.nLayer, nHead: info.nHead, attention, bidirectional, norms, computed: trace.computed };
+}
+
+/** True for a model without next-token logits, or whose tokens read the future: an encoder (BERT). */
+export function isEncoder(info: ModelInfo): boolean {
+  return info.attention === 'bidirectional' || info.hasHead === false;
+}
+
+/** The last key query `q` can read: itself in a causal map, the last token in a full one. */
+export function lastKey(t: number, q: number, full: boolean): number {
+  return full ? t - 1 : q;
 }
 
 /** The weight query `q` gives key `k` in `head` of a layer's `[H, T, T]` pattern. */
@@ -78,8 +91,8 @@ export function weight(pattern: Float32Array, t: number, head: number, q: number
   return pattern[(head * t + q) * t + k]!;
 }
 
-/** The `count` keys query `q` of `head` weighs most, strongest first. */
-export function strongestKeys(pattern: Float32Array, t: number, head: number, q: number, count: number): { key: number; weight: number }[] {
-  const keys = Array.from({ length: q + 1 }, (_, key) => ({ key, weight: weight(pattern, t, head, q, key) }));
+/** The `count` keys query `q` of `head` weighs most, strongest first (`full`: keys after `q` too). */
+export function strongestKeys(pattern: Float32Array, t: number, head: number, q: number, count: number, full = false): { key: number; weight: number }[] {
+  const keys = Array.from({ length: lastKey(t, q, full) + 1 }, (_, key) => ({ key, weight: weight(pattern, t, head, q, key) }));
   return keys.sort((a, b) => b.weight - a.weight).slice(0, count);
 }

@@ -12,7 +12,7 @@ export function describeHead(state: Readonly<State>): string {
   if (!analysis || !pattern) return title;
   const t = analysis.tokens.length;
   const q = query ?? t - 1;
-  const [top] = strongestKeys(pattern, t, head.head, q, 1);
+  const [top] = strongestKeys(pattern, t, head.head, q, 1, analysis.bidirectional);
   return top
     ? `${title}: query ${q} “${tokenText(analysis.labels[q]!)}” attends most to ${top.key} “${tokenText(analysis.labels[top.key]!)}” (${formatPercent(top.weight)})`
     : title;

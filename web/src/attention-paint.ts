@@ -1,6 +1,6 @@
-// Paints one head's causal attention map into ImageData: one pixel per (query row, key column),
-// coloured through the theme's colormap; cells above the diagonal (masked) stay transparent so
-// the triangle reads at a glance.
+// Paints one head's attention map into ImageData: one pixel per (query row, key column), coloured
+// through the theme's colormap. In a causal map the cells above the diagonal (masked) stay
+// transparent so the triangle reads at a glance; an encoder's map (`full`) is painted whole.
 import { Colormap } from './colormap.ts';
 
 export type AttentionScale = 'rest' | 'linear' | 'sqrt';
@@ -12,11 +12,12 @@ export function scaled(value: number, scale: AttentionScale, top = 1): number {
 }
 
 /** The largest weight of `head` on keys after the first (the first position soaks up weight: the sink). */
-export function restMax(pattern: Float32Array, t: number, head: number): number {
+export function restMax(pattern: Float32Array, t: number, head: number, full = false): number {
   let top = 0;
-  for (let q = 1; q < t; q++) {
+  for (let q = full ? 0 : 1; q < t; q++) {
     const row = (head * t + q) * t;
-    for (let k = 1; k <= q; k++) if (pattern[row + k]! > top) top = pattern[row + k]!;
+    const end = full ? t - 1 : q;
+    for (let k = 1; k <= end; k++) if (pattern[row + k]! > top) top = pattern[row + k]!;
   }
   return top > 0 ? top : 1;
 }
@@ -28,7 +29,7 @@ export function pooledSize(t: number, limit: number): { size: number; factor: nu
   return { size: Math.ceil(t / factor), factor };
 }
 
-/** Paints a max-pooled `size`×`size` thumbnail (blocks of `factor`×`factor` cells; masked cells skipped). */
+/** Paints a max-pooled `size`×`size` thumbnail (blocks of `factor`×`factor` cells; masked cells skipped unless `full`). */
 export function paintPooled(
   image: ImageData,
   pattern: Float32Array,
@@ -37,6 +38,7 @@ export function paintPooled(
   factor: number,
   colors: Colormap,
   scale: AttentionScale,
+  full = false,
 ): void {
   const size = image.width;
   const pixels = new Uint32Array(image.data.buffer);
@@ -45,13 +47,14 @@ export function paintPooled(
   for (let q = 0; q < t; q++) {
     const row = (head * t + q) * t;
     const base = Math.floor(q / factor) * size;
-    for (let k = 0; k <= q; k++) {
+    const end = full ? t - 1 : q;
+    for (let k = 0; k <= end; k++) {
       const at = base + Math.floor(k / factor);
       const value = pattern[row + k]!;
       if (value > pooled[at]!) pooled[at] = value;
     }
   }
-  const top = scale === 'rest' ? restMax(pattern, t, head) : 1;
+  const top = scale === 'rest' ? restMax(pattern, t, head, full) : 1;
   for (let i = 0; i < pooled.length; i++) {
     if (pooled[i]! >= 0) pixels[i] = colors.pixels[Colormap.index(scaled(pooled[i]!, scale, top))]!;
   }
@@ -64,13 +67,15 @@ export function paintAttention(
   head: number,
   colors: Colormap,
   scale: AttentionScale,
+  full = false,
 ): void {
   const pixels = new Uint32Array(image.data.buffer);
   pixels.fill(0);
-  const top = scale === 'rest' ? restMax(pattern, t, head) : 1;
+  const top = scale === 'rest' ? restMax(pattern, t, head, full) : 1;
   for (let q = 0; q < t; q++) {
     const row = (head * t + q) * t;
-    for (let k = 0; k <= q; k++) {
+    const end = full ? t - 1 : q;
+    for (let k = 0; k <= end; k++) {
       pixels[q * t + k] = colors.pixels[Colormap.index(scaled(pattern[row + k]!, scale, top))]!;
     }
   }

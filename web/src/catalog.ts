@@ -14,6 +14,10 @@ export interface CatalogModel {
   license?: string;
   /** File name (as the engine expects it) → URL. */
   files: Record<string, string>;
+  /** An encoder (BERT: bidirectional attention, no next token): the page shows sentence similarity for it. */
+  encoder?: boolean;
+  /** Why a model the page knows of cannot be loaded here (its folder was not fetched); listed, not selectable. */
+  unavailable?: string;
 }
 
 export interface Catalog {
@@ -30,10 +34,15 @@ export async function fetchCatalog(): Promise<Catalog> {
   }
 }
 
-/** The `?model=` choice if listed, else the first real model, else the GPT-2 fixture, else anything. */
-export function defaultModel({ models }: Catalog, requested: string | null): CatalogModel | undefined {
+/**
+ * The `?model=` choice if listed (and there), else the first real decoder, else the first real
+ * model, else the GPT-2 fixture, else anything that can be loaded.
+ */
+export function defaultModel(catalog: Catalog, requested: string | null): CatalogModel | undefined {
+  const models = catalog.models.filter((model) => model.unavailable === undefined);
   return (
     models.find((model) => model.id === requested) ??
+    models.find((model) => model.kind === 'model' && !model.encoder) ??
     models.find((model) => model.kind === 'model') ??
     models.find((model) => model.id === 'fixtures/gpt2-tiny-f32') ??
     models[0]

@@ -21,12 +21,14 @@ import {
   type WorkerSession,
   type WorkerTrace,
 } from 'gptlens';
-import { analyse, viewHooks, type Analysis, type NextToken } from './analysis.ts';
+import { analyse, isEncoder, viewHooks, type Analysis, type NextToken } from './analysis.ts';
 
 /** Candidates listed in the next-token view. */
 const SHOWN_CANDIDATES = 12;
 /** Survivors counted exactly up to this many; beyond, the view says "at least". */
 const SURVIVOR_LIMIT = 1000;
+/** Sentence embeddings kept per model, by text (the similarity panel's sentences come back on every keystroke). */
+const EMBEDDINGS_KEPT = 64;
 
 /** A prompt the model cannot run: shown under the prompt box, the views keep the last good run. */
 export class PromptError extends Error {
@@ -54,7 +56,10 @@ interface EngineOptions {
 
 export class Engine {
   private readonly labelCache = new Map<number, string>();
+  private readonly embeddings = new Map<string, Float32Array>();
   private readonly capture: HookName[];
+  /** An encoder (BERT, all-MiniLM-L6-v2): full attention maps, no next token; sentence embeddings instead. */
+  readonly encoder: boolean;
 
   private constructor(
     private readonly client: GptlensWorker,
@@ -62,6 +67,7 @@ export class Engine {
     private readonly session: WorkerSession,
   ) {
     this.capture = viewHooks(info);
+    this.encoder = isEncoder(info);
   }
 
   /**
@@ -139,6 +145,24 @@ export class Engine {
     const forwardMs = performance.now() - started;
     const analysis = analyse(trace, this.info, await this.labels(tokens));
     return { trace, analysis, forwardMs };
+  }
+
+  /**
+   * The sentence embedding of `text` (token ids typed as numbers for a model without a
+   * tokenizer): one round trip to the Worker, or none for a text embedded recently.
+   */
+  async embed(text: string): Promise<Float32Array> {
+    const kept = this.embeddings.get(text);
+    if (kept) return kept;
+    let input: string | Uint32Array = text;
+    if (!this.info.hasTokenizer) {
+      input = parseIds(text, this.info.vocabSize);
+      if (input.length === 0) throw new PromptError('Type token ids to embed.');
+    }
+    const vector = await this.client.embed(input);
+    if (this.embeddings.size >= EMBEDDINGS_KEPT) this.embeddings.delete(this.embeddings.keys().next().value!);
+    this.embeddings.set(text, vector);
+    return vector;
   }
 
   /** The most probable next tokens, and which of them the sampling settings keep. */

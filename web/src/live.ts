@@ -2,9 +2,10 @@
 // and their results become the page's state. Session calls run one at a time (they share the KV
 // cache); prompt edits are coalesced on top, so typing fast never queues stale forward passes:
 // at most one runs, and the newest prompt is the next.
-import { coalesceLatest, type WorkerTrace } from 'gptlens';
+import { coalesceLatest, cosine, type WorkerTrace } from 'gptlens';
 import { engineCrash, PromptError, type Engine } from './engine.ts';
 import { RedrawClock } from './perf.ts';
+import { RANKED_SENTENCES } from './similarity.ts';
 import type { Store } from './store.ts';
 
 function message(error: unknown): string {
@@ -30,6 +31,8 @@ export class Live {
     this.exclusive(() => this.showPrompt(text, keystroke)),
   );
   private readonly repredict = coalesceLatest(() => this.exclusive(() => this.predictAgain()));
+  /** Encoders: the similarity panel, recomputed for the newest texts (embeddings outside the session). */
+  private readonly resimilar = coalesceLatest(() => this.computeSimilarity());
   /** Generated text as undoable units (a step, a generation, an appended candidate): the prompt
    * before and after each. Typing is the prompt box's own undo; these sit on top of it. */
   private readonly undone: { before: string; after: string }[] = [];
@@ -77,7 +80,38 @@ export class Live {
     const keystroke = this.clock.keystroke();
     this.generation++;
     this.store.set({ prompt: text, generating: false });
+    void this.resimilar();
     await this.runPrompt(text, keystroke);
+  }
+
+  /** Encoders: the second sentence (or the prompt) changed; settles once the panel shows the newest texts. */
+  async similarityChanged(): Promise<void> {
+    await this.resimilar();
+  }
+
+  /**
+   * The prompt's sentence embedding against the second sentence and the ranked sentences: one
+   * round trip for the text that changed (the others are kept by the engine).
+   */
+  private async computeSimilarity(): Promise<void> {
+    const engine = this.engine;
+    if (!engine?.encoder) {
+      if (this.store.state.similarity) this.store.set({ similarity: undefined });
+      return;
+    }
+    const { prompt, secondSentence: second } = this.store.state;
+    try {
+      const mine = await engine.embed(prompt);
+      const other = await engine.embed(second);
+      const ranked: { text: string; score: number }[] = [];
+      for (const text of RANKED_SENTENCES) ranked.push({ text, score: cosine(mine, await engine.embed(text)) });
+      ranked.sort((a, b) => b.score - a.score);
+      if (engine !== this.engine) return;
+      this.store.set({ similarity: { prompt, second, score: cosine(mine, other), ranked, error: undefined } });
+    } catch (error) {
+      if (engine !== this.engine || this.crashed(engine, error)) return;
+      this.store.set({ similarity: { prompt, second, score: undefined, ranked: [], error: message(error) } });
+    }
   }
 
   /** Replaces the prompt with itself wrapped in the model's chat template (instruct models). A
@@ -108,6 +142,7 @@ export class Live {
       return;
     }
     void this.runPrompt(this.store.state.prompt, undefined);
+    void this.resimilar();
     if (this.store.state.detectors === 'repeated') void this.detectorsChanged();
   }
 
@@ -266,7 +301,8 @@ export class Live {
   /** Runs `next(engine)`'s token after the current ones and puts the decoded text in the prompt box. */
   private async append(next: (engine: Engine) => Promise<number>): Promise<void> {
     const engine = this.engine;
-    if (!engine || this.tokens.length === 0) return;
+    // An encoder does not generate (the page hides step and generate for it).
+    if (!engine || engine.encoder || this.tokens.length === 0) return;
     try {
       if (this.tokens.length >= engine.info.contextLength) throw new PromptError('The context is full.');
       const tokens = Uint32Array.of(...this.tokens, await next(engine));
@@ -281,9 +317,10 @@ export class Live {
   private async show(engine: Engine, tokens: Uint32Array, keystroke: number | undefined, tokenizeMs: number | undefined): Promise<void> {
     const { trace, analysis, forwardMs } = await engine.run(tokens);
     const predictStart = performance.now();
-    const next = await engine.predict(trace, this.store.state.sampling);
+    // An encoder has no next token (its panel is the similarity one).
+    const next = engine.encoder ? undefined : await engine.predict(trace, this.store.state.sampling);
     // With heads ablated, each candidate also shows its probability without the ablation.
-    if (this.store.state.ablated.length > 0) {
+    if (next && this.store.state.ablated.length > 0) {
       const before = await engine.unablatedProbs(tokens);
       for (const candidate of next.candidates) candidate.before = before[candidate.id];
     }
@@ -319,7 +356,7 @@ export class Live {
 
   private async predictAgain(): Promise<void> {
     const { engine, trace } = this;
-    if (!engine || !trace) return;
+    if (!engine || !trace || engine.encoder) return;
     try {
       this.store.set({ next: await engine.predict(trace, this.store.state.sampling) });
     } catch (error) {

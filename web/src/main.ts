@@ -19,6 +19,8 @@ import { mountLayerNorm } from './views/layernorm.ts';
 import { mountModelPicker } from './views/model-picker.ts';
 import { mountNextToken } from './views/next-token.ts';
 import { mountPrompt } from './views/prompt.ts';
+import { mountSimilarity } from './views/similarity.ts';
+import { DEFAULT_SECOND, ENCODER_PROMPT } from './similarity.ts';
 
 import { EXAMPLES } from './views/prompt.ts';
 
@@ -68,6 +70,8 @@ const store = new Store({
   instrument: address.instrument,
   lensTarget: address.lensTarget,
   comparePrompt: address.comparePrompt,
+  secondSentence: address.secondSentence ?? DEFAULT_SECOND,
+  similarity: undefined,
 });
 
 const live = new Live(store);
@@ -92,7 +96,9 @@ const loader = new Loader(store, (model) => {
     const [layer, unit] = name.split('.');
     return Number(layer) < nLayer && (unit === 'mlp' || Number(unit) < nHead);
   });
-  store.set({ model, loading: undefined, analysis: undefined, next: undefined, headScores: undefined, finderKey, ablated, head, query, lensTarget, redraw: NO_REDRAWS });
+  // An encoder opens on a sentence to compare rather than the decoders' default prompt.
+  const prompt = model.engine.encoder && store.state.prompt === DEFAULT_PROMPT ? ENCODER_PROMPT : store.state.prompt;
+  store.set({ model, prompt, loading: undefined, analysis: undefined, next: undefined, similarity: undefined, headScores: undefined, finderKey, ablated, head, query, lensTarget, redraw: NO_REDRAWS });
   live.modelChanged();
 }, threadsParameter());
 live.onCrash = (trap) => void loader.restart(trap);
@@ -122,6 +128,14 @@ mountModelPicker(panel('model-picker'), panel('status'), store, catalog, loader)
 mountBackendPicker(panel('model-picker'), store, loader);
 mountPrompt(panel('prompt-panel'), store, live);
 mountNextToken(panel('next-panel'), store, live);
+mountSimilarity(panel('similarity-panel'), store, live);
+// An encoder predicts no next token: the similarity panel takes the next-token panel's place.
+store.subscribe((state, changed) => {
+  if (!changed.has('model')) return;
+  const encoder = state.model?.engine.encoder ?? false;
+  panel('next-panel').hidden = encoder;
+  panel('similarity-panel').hidden = !encoder;
+});
 mountAttentionGrid(panel('grid-panel'), store, live);
 mountAttentionDetail(panel('detail-panel'), store, live);
 mountLayerNorm(panel('layernorm-panel'), store);
@@ -132,6 +146,8 @@ followInAddress(store);
 
 const requested = address.model;
 if (requested !== undefined && !catalog.models.some((model) => model.id === requested)) store.set({ missingModel: requested });
+const unavailable = catalog.models.find((model) => model.id === requested && model.unavailable !== undefined);
+if (unavailable) store.set({ loadError: `${unavailable.name} is not available here: ${unavailable.unavailable}.` });
 const initial = defaultModel(catalog, requested ?? null);
 if (initial) {
   void loader.load(catalogSource(initial));

@@ -7,6 +7,7 @@ import type { RedrawStats } from './perf.ts';
 import type { Theme } from './theme.ts';
 import type { AblateWith, BackendChoice, HeadScores, SamplingParams } from 'gptlens';
 import type { ModelSource } from './model-files.ts';
+import type { Similarity } from './similarity.ts';
 
 export interface LoadedModel {
   engine: Engine;
@@ -92,6 +93,10 @@ export interface State {
   lensTarget: number | undefined;
   /** Patching's corrupted prompt (the prompt box holds the clean one). */
   comparePrompt: string | undefined;
+  /** Encoders: the sentence compared with the prompt in the similarity panel. */
+  secondSentence: string;
+  /** Encoders: the prompt's similarity to the second sentence and the ranked sentences. */
+  similarity: Similarity | undefined;
 }
 
 export type Listener = (state: Readonly<State>, changed: ReadonlySet<keyof State>) => void;

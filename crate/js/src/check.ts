@@ -44,6 +44,23 @@ export function tokenIds(value: unknown, vocab: number, name = 'tokens'): Uint32
   return value instanceof Uint32Array ? value : Uint32Array.from(items as ArrayLike<number>);
 }
 
+/** Token ids in [0, vocab), at least one (a sentence to embed). */
+export function someTokenIds(value: unknown, vocab: number, name = 'tokens'): Uint32Array {
+  const ids = tokenIds(value, vocab, name);
+  if (ids.length === 0) throw new RangeError(`${name} must hold at least one token id, not none`);
+  return ids;
+}
+
+/** A string, or token ids in [0, vocab) (at least one): what `embed` takes. */
+export function textOrTokenIds(value: unknown, vocab: number, name = 'input'): string | Uint32Array {
+  if (typeof value === 'string') return value;
+  const isTyped = ArrayBuffer.isView(value) && !(value instanceof DataView);
+  if (!Array.isArray(value) && !isTyped) {
+    throw new TypeError(`${name} must be a string, a Uint32Array or an array of integers in [0, ${vocab}), not ${show(value)}`);
+  }
+  return someTokenIds(value, vocab, name);
+}
+
 /** A count ≥ 1, clamped to `max`. */
 export function count(value: unknown, name: string, max: number): number {
   const range = `an integer ≥ 1 (values above ${max} are clamped to ${max})`;
@@ -139,4 +156,36 @@ export function optionalIndex(value: unknown, name: string, max: number): number
 /** A size in bytes: an integer in [0, 2^53). */
 export function byteCount(value: unknown, name: string): number {
   return integer(value, name, 0, Number.MAX_SAFE_INTEGER + 1, '[0, 2^53)');
+}
+
+/** What the wrappers check arguments against: the vocabulary, and whether there are logits. */
+export interface Facts {
+  vocab: number;
+  /** False for an encoder without a language-model head (all-MiniLM-L6-v2): no logits. */
+  hasHead: boolean;
+  /** An encoder's attention: every position reads every other, so there is no next token to append. */
+  bidirectional: boolean;
+  architecture: string;
+}
+
+/** The Error for a question about next tokens put to a model without a language-model head. */
+export function noHead(facts: Facts, what: string): Error {
+  return new Error(`${what} needs next-token logits, and this ${facts.architecture} model is an encoder without a language-model head: use embed() for its sentence embedding`);
+}
+
+/** A model's facts from its info (`hasHead` missing: an older engine, which always had a head). */
+export function factsOf(info: { vocabSize: number; hasHead?: boolean; attention?: string; architecture: string }): Facts {
+  return { vocab: info.vocabSize, hasHead: info.hasHead !== false, bidirectional: info.attention === 'bidirectional', architecture: info.architecture };
+}
+
+/** Throws unless the model can append tokens: a causal model with a language-model head (not an encoder). */
+export function needGenerates(facts: Facts, what: string): void {
+  if (!facts.hasHead || facts.bidirectional) {
+    throw new Error(`${what}: this ${facts.architecture} model is an encoder: it gives hidden states and embeddings, not next tokens`);
+  }
+}
+
+/** Throws `noHead` unless the model has a language-model head. */
+export function needHead(facts: Facts, what: string): void {
+  if (!facts.hasHead) throw noHead(facts, what);
 }

@@ -121,8 +121,8 @@ const BATCH_BYTES = 4 << 20;
 
 export class GptlensWorker {
   private placed: BackendInfo | undefined;
-  /** The loaded model's vocabulary size: token ids are checked against it here, before posting. */
-  private vocab: number | undefined;
+  /** The loaded model's vocabulary size (token ids are checked against it here, before posting) and head. */
+  private facts: check.Facts | undefined;
 
   /** @internal use createWorkerClient() */
   constructor(
@@ -151,7 +151,7 @@ export class GptlensWorker {
   async load(files: ModelFiles, { transfer = false, backend = this.requested }: { transfer?: boolean; backend?: BackendChoice } = {}): Promise<ModelInfo> {
     const loaded = await this.connection.request('load', [files, backend], transfer ? transferables(files) : []);
     this.placed = loaded.backend;
-    this.vocab = loaded.info.vocabSize;
+    this.facts = check.factsOf(loaded.info);
     return loaded.info;
   }
 
@@ -201,7 +201,7 @@ export class GptlensWorker {
     }
     const loaded = await this.connection.call('loadGgufEnd', backend);
     this.placed = loaded.backend;
-    this.vocab = loaded.info.vocabSize;
+    this.facts = check.factsOf(loaded.info);
     return loaded.info;
   }
 
@@ -216,6 +216,7 @@ export class GptlensWorker {
    */
   async patch(request: PatchRequest, options: { onProgress?: Progress | undefined; signal?: AbortSignal | undefined } = {}): Promise<PatchScores> {
     const vocab = this.vocabSize();
+    check.needHead(this.loaded(), 'patch');
     const [clean, corrupt] = [check.tokenIds(request.clean, vocab, 'clean'), check.tokenIds(request.corrupt, vocab, 'corrupt')];
     const [answer, wrong] = [check.tokenId(request.answer, vocab, 'answer'), check.tokenId(request.wrong, vocab, 'wrong')];
     return this.cancellable('patch', (cancel) => [clean, corrupt, answer, wrong, cancel], options);
@@ -223,6 +224,7 @@ export class GptlensWorker {
 
   /** The logit lens in the worker (see Model.logitLens); `signal` stops it (see `cancellable`). */
   async logitLens(tokens: Uint32Array | readonly number[], options: LogitLensOptions & { signal?: AbortSignal | undefined } = {}): Promise<LogitLens> {
+    check.needHead(this.loaded(), 'logitLens');
     const { onProgress, signal, ...rest } = options;
     const ablate = rest.ablate && check.ablation(rest.ablate);
     const ablateWith = check.ablateMean(rest.ablateWith) ? 'mean' : 'zero';
@@ -269,6 +271,7 @@ export class GptlensWorker {
 
   /** Direct logit attribution in the worker (see Model.attribution). */
   async attribution(tokens: Uint32Array | readonly number[], options: AttributionOptions = {}): Promise<Attribution> {
+    check.needHead(this.loaded(), 'attribution');
     const ablate = options.ablate && check.ablation(options.ablate);
     const ablateWith = check.ablateMean(options.ablateWith) ? 'mean' : 'zero';
     return this.connection.call('attribution', check.tokenIds(tokens, this.vocabSize()), { ...options, ablate, ablateWith });
@@ -279,9 +282,13 @@ export class GptlensWorker {
     return this.connection.call('engineMemory');
   }
 
+  private loaded(): check.Facts {
+    if (this.facts === undefined) throw new Error('no model loaded: call load() first');
+    return this.facts;
+  }
+
   private vocabSize(): number {
-    if (this.vocab === undefined) throw new Error('no model loaded: call load() first');
-    return this.vocab;
+    return this.loaded().vocab;
   }
 
   /** Moves the loaded model to another backend; sessions opened afterwards run there. */
@@ -313,13 +320,21 @@ export class GptlensWorker {
 
   /** A fresh forward pass. `capture`: hooks to record; every hook when omitted, none for `[]`. */
   async run(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Promise<WorkerTrace> {
-    const vocab = this.vocabSize();
-    return new WorkerTrace(this.connection, await this.connection.call('run', check.tokenIds(tokens, vocab), check.capture(capture)), vocab);
+    const facts = this.loaded();
+    return new WorkerTrace(this.connection, await this.connection.call('run', check.tokenIds(tokens, facts.vocab), check.capture(capture)), facts);
+  }
+
+  /**
+   * The sentence embedding of `input` (text, or token ids — at least one) in one message: see
+   * `Model.embed`. The vector is transferred, not copied.
+   */
+  async embed(input: string | Uint32Array | readonly number[]): Promise<Float32Array> {
+    return this.connection.call('embed', check.textOrTokenIds(input, this.vocabSize()));
   }
 
   async session(): Promise<WorkerSession> {
-    const vocab = this.vocabSize();
-    return new WorkerSession(this.connection, await this.connection.call('openSession'), vocab);
+    const facts = this.loaded();
+    return new WorkerSession(this.connection, await this.connection.call('openSession'), facts);
   }
 
   /** Tests only: crashes the worker's engine on purpose (see `abortForTesting`). @internal */
@@ -334,28 +349,33 @@ export class GptlensWorker {
 }
 
 export class WorkerSession {
+  private readonly vocab: number;
+
   /** @internal */
   constructor(
     private readonly connection: Connection,
     private readonly id: number,
-    private readonly vocab: number,
+    private readonly facts: check.Facts,
   ) {
+    this.vocab = facts.vocab;
     connection.closeSession.register(this, id, this);
   }
 
   /** Runs `tokens`, reusing the longest prefix shared with this session's previous tokens. */
   async run(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Promise<WorkerTrace> {
     const checked = check.tokenIds(tokens, this.vocab);
-    return new WorkerTrace(this.connection, await this.connection.call('sessionRun', this.id, checked, check.capture(capture)), this.vocab);
+    return new WorkerTrace(this.connection, await this.connection.call('sessionRun', this.id, checked, check.capture(capture)), this.facts);
   }
 
   /** Appends one token (a decode step), recording the hooks of the last run. */
   async step(token: number): Promise<void> {
+    check.needGenerates(this.facts, 'step');
     return this.connection.call('sessionStep', this.id, check.tokenId(token, this.vocab));
   }
 
   /** Draws the next token, appends it (a decode step) and returns it; see Session.sampleNext. */
   async sampleNext(params: SamplingParams, seed?: number): Promise<number> {
+    check.needGenerates(this.facts, 'sampleNext');
     return this.connection.call('sessionSampleNext', this.id, check.samplingParams(params, this.vocab), check.seed(seed));
   }
 
@@ -388,13 +408,15 @@ export class WorkerTrace {
   private readonly id: number;
   private readonly tokenIds: Uint32Array;
   private readonly tensors: TraceData['tensors'];
+  private readonly vocab: number;
 
   /** @internal */
   constructor(
     private readonly connection: Connection,
     data: TraceData,
-    private readonly vocab: number,
+    private readonly facts: check.Facts,
   ) {
+    this.vocab = facts.vocab;
     ({ id: this.id, computed: this.computed, tokens: this.tokenIds, tensors: this.tensors } = data);
     connection.releaseTrace.register(this, this.id, this);
   }
@@ -417,11 +439,13 @@ export class WorkerTrace {
 
   /** Next-token probabilities after position `pos` (an integer in [0, tokens)) at `temperature` (finite, ≥ 0). */
   async probs(pos: number, temperature: number): Promise<Float32Array> {
+    check.needHead(this.facts, 'probs');
     return this.connection.call('traceProbs', this.id, check.position(pos, this.tokenIds.length), check.temperature(temperature));
   }
 
   /** The `k` (an integer ≥ 1, clamped to the vocabulary size) most probable next tokens under `params`. */
   async topK(k: number, params?: SamplingParams): Promise<TokenProb[]> {
+    check.needHead(this.facts, 'topK');
     return this.connection.call('traceTopK', this.id, check.count(k, 'k', this.vocab), check.optionalSamplingParams(params, this.vocab));
   }
 

@@ -8,11 +8,14 @@
 //     const trace = await model.runAsync(model.encode(text)); model.backendInfo().reason;
 //   From a page (engine in a module Worker, threads when the page is cross-origin isolated):
 //     const engine = await createWorkerClient(); await engine.load(files); const trace = await engine.run(ids);
+//   Encoders (all-MiniLM-L6-v2): sentence embeddings, compared by cosine similarity:
+//     cosine(model.embed('A man plays a guitar.'), model.embed('Someone is playing music.'))
 export { init, backend, engineMemoryBytes, abortForTesting } from './backend.js';
 export { EngineCrashedError } from './crash.js';
 export { GgufLoader, Model, Session, Trace } from './model.js';
 export { createWorkerClient, GptlensWorker, WorkerSession, WorkerTrace, type WorkerClientOptions } from './client.js';
 export { coalesceLatest } from './coalesce.js';
+export { cosine } from './embedding.js';
 export type {
   AblateWith,
   AblationUnit,

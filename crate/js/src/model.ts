@@ -31,6 +31,8 @@ import type {
 } from './types.js';
 
 type RawModel = Glue['Model']['prototype'];
+
+
 type RawSession = Glue['Session']['prototype'];
 type RawTrace = Glue['Trace']['prototype'];
 
@@ -40,12 +42,14 @@ export class Model {
   private running: BackendInfo = ON_CPU;
   /** Token ids are checked against this before they reach the engine. */
   private readonly vocab: number;
+  private readonly facts: check.Facts;
 
   private readonly raw: RawModel;
 
   private constructor(raw: RawModel) {
     this.raw = guarded(raw);
-    this.vocab = (this.raw.info() as ModelInfo).vocabSize;
+    this.facts = check.factsOf(this.raw.info() as ModelInfo);
+    this.vocab = this.facts.vocab;
   }
 
   /**
@@ -165,6 +169,7 @@ export class Model {
    * `false` from it stops the sweep (an Error saying "cancelled").
    */
   patch(request: PatchRequest, options: { onProgress?: ((done: number, total: number) => boolean | void) | undefined } = {}): PatchScores {
+    check.needHead(this.facts, 'patch');
     const clean = check.tokenIds(request.clean, this.vocab, 'clean');
     const corrupt = check.tokenIds(request.corrupt, this.vocab, 'corrupt');
     const answer = check.tokenId(request.answer, this.vocab, 'answer');
@@ -177,6 +182,7 @@ export class Model {
    * (rows 0..nLayer−1 read `blocks.{l}.hook_resid_pre`, row nLayer is the model's output).
    */
   logitLens(tokens: Uint32Array | readonly number[], options: LogitLensOptions = {}): LogitLens {
+    check.needHead(this.facts, 'logitLens');
     const ids = check.tokenIds(tokens, this.vocab);
     const first = check.optionalIndex(options.first, 'first', Math.max(ids.length, 1)) ?? 0;
     const k = check.count(options.k ?? 5, 'k', this.vocab);
@@ -190,6 +196,7 @@ export class Model {
    * contribution to logit[answer] − logit[wrong] at a position, the final norm's scale frozen.
    */
   attribution(tokens: Uint32Array | readonly number[], options: AttributionOptions = {}): Attribution {
+    check.needHead(this.facts, 'attribution');
     const ids = check.tokenIds(tokens, this.vocab);
     const position = check.optionalIndex(options.position, 'position', Math.max(ids.length, 1));
     const answer = options.answer === undefined ? undefined : check.tokenId(options.answer, this.vocab, 'answer');
@@ -202,17 +209,29 @@ export class Model {
    * CPU only: on WebGPU use `runAsync`.
    */
   run(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Trace {
-    return new Trace(this.raw.run(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.vocab);
+    return new Trace(this.raw.run(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.facts);
   }
 
   /** `run` on either backend. */
   async runAsync(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Promise<Trace> {
-    return new Trace(await this.raw.runAsync(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.vocab);
+    return new Trace(await this.raw.runAsync(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.facts);
+  }
+
+  /**
+   * The sentence embedding of `input` (text, encoded with the model's tokenizer, or token ids — at
+   * least one): the final hidden states averaged over the tokens and scaled to length 1, as
+   * sentence-transformers pools all-MiniLM-L6-v2; `[dModel]`. Compare two with `cosine(a, b)`.
+   * On the CPU, whatever the backend.
+   */
+  embed(input: string | Uint32Array | readonly number[]): Float32Array {
+    const given = check.textOrTokenIds(input, this.vocab);
+    const ids = typeof given === 'string' ? check.someTokenIds(this.raw.encode(given), this.vocab, 'the encoded input') : given;
+    return this.raw.embed(ids);
   }
 
   /** A session keeps the KV cache between runs, so a run sharing a prefix with the last one computes only the rest. */
   session(): Session {
-    return new Session(this.raw.session(), this.vocab);
+    return new Session(this.raw.session(), this.facts);
   }
 
   free(): void {
@@ -222,13 +241,15 @@ export class Model {
 
 export class Session {
   private readonly raw: RawSession;
+  private readonly vocab: number;
 
   /** @internal */
   constructor(
     raw: RawSession,
-    private readonly vocab: number,
+    private readonly facts: check.Facts,
   ) {
     this.raw = guarded(raw);
+    this.vocab = facts.vocab;
   }
 
   /**
@@ -236,7 +257,7 @@ export class Session {
    * only: a WebGPU session runs through `runAsync`.
    */
   run(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Trace {
-    return new Trace(this.raw.run(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.vocab);
+    return new Trace(this.raw.run(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.facts);
   }
 
   /**
@@ -244,16 +265,18 @@ export class Session {
    * settled throws (or rejects) with a "busy" Error.
    */
   async runAsync(tokens: Uint32Array | readonly number[], capture?: readonly HookName[]): Promise<Trace> {
-    return new Trace(await this.raw.runAsync(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.vocab);
+    return new Trace(await this.raw.runAsync(check.tokenIds(tokens, this.vocab), check.capture(capture)), this.facts);
   }
 
   /** Appends one token (a decode step), recording the hooks of the last run. CPU only. */
   step(token: number): void {
+    check.needGenerates(this.facts, 'step');
     this.raw.step(check.tokenId(token, this.vocab));
   }
 
   /** `step` on either backend. */
   async stepAsync(token: number): Promise<void> {
+    check.needGenerates(this.facts, 'step');
     return this.raw.stepAsync(check.tokenId(token, this.vocab));
   }
 
@@ -262,11 +285,13 @@ export class Session {
    * random stream continues across calls; `seed` restarts it. Same seed, same text everywhere.
    */
   sampleNext(params: SamplingParams, seed?: number): number {
+    check.needGenerates(this.facts, 'sampleNext');
     return this.raw.sampleNext(check.samplingParams(params, this.vocab), check.seed(seed));
   }
 
   /** `sampleNext` on either backend. */
   async sampleNextAsync(params: SamplingParams, seed?: number): Promise<number> {
+    check.needGenerates(this.facts, 'sampleNext');
     return this.raw.sampleNextAsync(check.samplingParams(params, this.vocab), check.seed(seed));
   }
 
@@ -294,7 +319,15 @@ export class Session {
     this.raw.setAblation(check.ablationNames(check.ablation(units)), check.ablateMean(options.with, 'with'));
   }
 
-  /** Next-token logits after the last token, `[vocabSize]`. */
+  /**
+   * The sentence embedding of token ids (at least one), as `Model.embed`, reusing this session's
+   * buffers; the session then holds `tokens`. On the CPU.
+   */
+  embed(tokens: Uint32Array | readonly number[]): Float32Array {
+    return this.raw.embed(check.someTokenIds(tokens, this.vocab));
+  }
+
+  /** Next-token logits after the last token, `[vocabSize]` (empty for an encoder without a language-model head). */
   lastLogits(): Float32Array {
     return this.raw.lastLogits();
   }
@@ -307,13 +340,15 @@ export class Session {
 export class Trace {
   /** @internal */
   readonly raw: RawTrace;
+  private readonly vocab: number;
 
   /** @internal */
   constructor(
     raw: RawTrace,
-    private readonly vocab: number,
+    private readonly facts: check.Facts,
   ) {
     this.raw = guarded(raw);
+    this.vocab = facts.vocab;
   }
 
   /** The captured hooks. */
@@ -338,11 +373,13 @@ export class Trace {
 
   /** Next-token probabilities after position `pos`. Positions before the last need `logits` captured. */
   probs(pos: number, temperature: number): Float32Array {
+    check.needHead(this.facts, 'probs');
     return this.raw.probs(check.position(pos, this.raw.tokens().length), check.temperature(temperature));
   }
 
   /** The `k` most probable next tokens after the last position, under the sampling filters of `params`. */
   topK(k: number, params?: SamplingParams): TokenProb[] {
+    check.needHead(this.facts, 'topK');
     return this.raw.topK(check.count(k, 'k', this.vocab), check.optionalSamplingParams(params, this.vocab));
   }
 

@@ -50,6 +50,8 @@ export interface Operations {
   decode: { args: [ids: Uint32Array]; result: string };
   tokenStrings: { args: [ids: Uint32Array]; result: string[] };
   run: { args: [tokens: Uint32Array, capture: Capture]; result: TraceData };
+  /** The sentence embedding of text or token ids (`Model.embed`), transferred. */
+  embed: { args: [input: string | Uint32Array]; result: Float32Array };
   openSession: { args: []; result: SessionId };
   sessionRun: { args: [session: SessionId, tokens: Uint32Array, capture: Capture]; result: TraceData };
   sessionStep: { args: [session: SessionId, token: number]; result: void };

@@ -113,6 +113,7 @@ const handlers: Handlers = {
   decode: (ids) => loadedModel().decode(ids),
   tokenStrings: (ids) => loadedModel().tokenStrings(ids),
   run: async (tokens, capture) => share(await loadedModel().runAsync(tokens, capture)),
+  embed: (input) => loadedModel().embed(input),
   openSession: () => {
     const id = nextId++;
     sessions.set(id, loadedModel().session());

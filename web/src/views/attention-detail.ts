@@ -3,7 +3,7 @@
 // queries to keys, the picked query's row as a labelled bar strip (readable at any length), and a
 // table of every query's strongest keys. Follows the head picked in the grid and the query
 // picked anywhere; every canvas has a text alternative.
-import { strongestKeys, weight, type Analysis } from '../analysis.ts';
+import { lastKey, strongestKeys, weight, type Analysis } from '../analysis.ts';
 import { paintAttention, paintPooled } from '../attention-paint.ts';
 import { sequentialMap } from '../colormap.ts';
 import { formatPercent, h, onWidthChange, tokenText } from '../dom.ts';
@@ -20,6 +20,11 @@ const VIEWS: [DetailView, string, string][] = [
   ['row', 'Query row', 'The picked token’s weights over every key, as bars'],
   ['table', 'Table', 'Every query’s strongest keys, as a table'],
 ];
+
+const DETAIL_HELP_CAUSAL =
+  'Each row is a query: the token doing the looking. Each column is a key: a token it can read. Only the lower-left triangle exists (causal attention: no token sees the future). The colour of a cell is the weight the query gives that key; each row adds up to 1, so a weight is “the share of this token’s attention”.';
+const DETAIL_HELP_ENCODER =
+  'Each row is a query: the token doing the looking. Each column is a key: a token it reads. This model is an encoder (bidirectional attention): every token reads every other, those after it too, so the whole square is filled. The colour of a cell is the weight the query gives that key; each row adds up to 1, so a weight is “the share of this token’s attention”.';
 
 /** Share of the weight, averaged over queries after the first, that goes to the first key: above
  * this the panel explains the attention sink. */
@@ -50,9 +55,10 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
   const zoomFit = h('button', { type: 'button', class: 'quiet', 'aria-label': 'Fit the whole map', title: 'Fit the whole map (0)', onclick: () => map.resetView() }, 'Fit');
   const zoomBar = h('div', { class: 'zoom', role: 'group', 'aria-label': 'Zoom' }, zoomOut, zoomIn, zoomFit);
   const sinkNote = h('p', { class: 'sink-note', 'data-testid': 'sink-note', hidden: true });
+  const detailHelp = h('p', {}, DETAIL_HELP_CAUSAL);
   const help = howTo(
     'detail',
-    'Each row is a query: the token doing the looking. Each column is a key: a token it can read. Only the lower-left triangle exists (causal attention: no token sees the future). The colour of a cell is the weight the query gives that key; each row adds up to 1, so a weight is “the share of this token’s attention”.',
+    detailHelp,
     'Zoom with the wheel, a pinch, the + − buttons or the + − 0 keys on the focused map; drag or use the arrow keys to pan. “Query row” lists one token’s weights over every key, which stays readable for long prompts.',
   );
   const png = exportButton('PNG', 'Download this head’s view as PNG', () => {
@@ -95,12 +101,12 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
       const { analysis, head } = store.state;
       if (!analysis) return;
       const t = analysis.tokens.length;
-      const value = col <= row ? weight(analysis.attention[head.layer]!, t, head.head, row, col).toFixed(4) : 'masked (future token)';
+      const value = col <= row || analysis.bidirectional ? weight(analysis.attention[head.layer]!, t, head.head, row, col).toFixed(4) : 'masked (future token)';
       showTooltip(event, [value, `query ${row} “${tokenText(analysis.labels[row]!)}” → key ${col} “${tokenText(analysis.labels[col]!)}”`]);
     },
     leave: hideTooltip,
     // Shift+click: find the heads that move this key to this query (the head finder).
-    click: ({ row, col }, event) => (event.shiftKey && col <= row ? store.set({ query: row, finderKey: col }) : pick(row)),
+    click: ({ row, col }, event) => (event.shiftKey && (col <= row || store.state.analysis?.bidirectional) ? store.set({ query: row, finderKey: col }) : pick(row)),
   });
   map.element.tabIndex = 0;
   map.element.setAttribute('role', 'img');
@@ -116,6 +122,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
   const render = () => {
     const state = store.state;
     const { analysis, head, query, theme, attentionScale, detailView } = state;
+    detailHelp.textContent = state.model?.engine.info.attention === 'bidirectional' ? DETAIL_HELP_ENCODER : DETAIL_HELP_CAUSAL;
     title.textContent = `Layer ${head.layer} · Head ${head.head}`;
     for (const button of tabs.children) button.setAttribute('aria-selected', String((button as HTMLElement).dataset.mode === detailView));
     zoomBar.hidden = detailView !== 'map';
@@ -133,7 +140,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
     const summary = describeMap(analysis, state);
     if (detailView === 'lines') {
       lines.element.setAttribute('aria-label', `Lines of ${summary}`);
-      lines.draw({ labels: analysis.labels, pattern, head: head.head, query }, width);
+      lines.draw({ labels: analysis.labels, pattern, head: head.head, query, full: analysis.bidirectional }, width);
       if (body.firstChild !== lines.element) body.replaceChildren(lines.element);
       return;
     }
@@ -156,8 +163,8 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
         cellHeight: undefined,
         rowLabels: analysis.labels,
         colLabels: analysis.labels,
-        paint: (image) => paintAttention(image, pattern, t, head.head, colors, attentionScale),
-        pool: (image, factor) => paintPooled(image, pattern, t, head.head, factor, colors, attentionScale),
+        paint: (image) => paintAttention(image, pattern, t, head.head, colors, attentionScale, analysis.bidirectional),
+        pool: (image, factor) => paintPooled(image, pattern, t, head.head, factor, colors, attentionScale, analysis.bidirectional),
         zoomable: true,
       },
       query,
@@ -181,7 +188,7 @@ function describeMap(analysis: Analysis, { head, query }: Readonly<State>): stri
   // The five largest, in one pass (a 512-token map has 130 000 weights).
   const strongest: { q: number; k: number; w: number }[] = [];
   for (let q = 1; q < t; q++) {
-    for (let k = 1; k <= q; k++) {
+    for (let k = 1; k <= lastKey(t, q, analysis.bidirectional); k++) {
       const w = weight(pattern, t, head.head, q, k);
       if (strongest.length === 5 && w <= strongest[4]!.w) continue;
       strongest.push({ q, k, w });
@@ -190,7 +197,7 @@ function describeMap(analysis: Analysis, { head, query }: Readonly<State>): stri
     }
   }
   const q = query ?? t - 1;
-  const row = strongestKeys(pattern, t, head.head, q, 3).map(({ key, weight: w }) => `${label(key)} ${formatPercent(w)}`);
+  const row = strongestKeys(pattern, t, head.head, q, 3, analysis.bidirectional).map(({ key, weight: w }) => `${label(key)} ${formatPercent(w)}`);
   return (
     `layer ${head.layer}, head ${head.head}, ${t} tokens (rows: queries, columns: keys). ` +
     `Query ${label(q)} reads most ${row.join(', ')}. ` +
@@ -203,9 +210,9 @@ function queryRow(analysis: Analysis, { head, query }: Readonly<State>): HTMLEle
   const t = analysis.tokens.length;
   const q = query ?? t - 1;
   const pattern = analysis.attention[head.layer]!;
-  const weights = Array.from({ length: q + 1 }, (_, k) => weight(pattern, t, head.head, q, k));
+  const weights = Array.from({ length: lastKey(t, q, analysis.bidirectional) + 1 }, (_, k) => weight(pattern, t, head.head, q, k));
   const top = Math.max(...weights);
-  const ranked = new Set(strongestKeys(pattern, t, head.head, q, 3).map(({ key }) => key));
+  const ranked = new Set(strongestKeys(pattern, t, head.head, q, 3, analysis.bidirectional).map(({ key }) => key));
   return h(
     'table',
     { class: 'query-row-table', 'data-testid': 'query-row' },
@@ -245,7 +252,7 @@ function strongestTable(analysis: Analysis, { head, query }: Readonly<State>): H
       'tbody',
       {},
       ...analysis.labels.map((label, q) => {
-        const entries = strongestKeys(pattern, t, head.head, q, 3);
+        const entries = strongestKeys(pattern, t, head.head, q, 3, analysis.bidirectional);
         return h('tr', { class: q === query ? 'picked' : undefined }, h('th', { scope: 'row' }, `${q} “${tokenText(label)}”`), cell(entries, 0), cell(entries, 1), cell(entries, 2));
       }),
     ),
@@ -258,7 +265,7 @@ function exportCsv({ analysis, head }: Readonly<State>): void {
   const pattern = analysis.attention[head.layer]!;
   const rows: (string | number)[][] = [['query', 'token', ...analysis.labels.map((label, k) => `${k}:${label}`)]];
   for (let q = 0; q < t; q++) {
-    rows.push([q, analysis.labels[q]!, ...Array.from({ length: t }, (_, k) => (k <= q ? weight(pattern, t, head.head, q, k) : ''))]);
+    rows.push([q, analysis.labels[q]!, ...Array.from({ length: t }, (_, k) => (k <= lastKey(t, q, analysis.bidirectional) ? weight(pattern, t, head.head, q, k) : ''))]);
   }
   downloadCsv(`gptlens-L${head.layer}H${head.head}.csv`, rows);
 }

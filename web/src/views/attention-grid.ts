@@ -1,5 +1,5 @@
 // Every head at once: a grid of small canvases, one per layer (row) × head (column), each the
-// head's causal attention map at one pixel per token pair, scaled up by CSS without smoothing.
+// head's attention map (a causal model's triangle, an encoder's full square) at one pixel per token pair, scaled up by CSS without smoothing.
 // Only canvases on screen are painted (an IntersectionObserver tracks them), so a 30 × 9 model
 // redraws what is visible within the frame and paints the rest as they scroll into view. The
 // picked query row is a CSS overlay: moving it repaints nothing. Long prompts are max-pooled to
@@ -15,6 +15,11 @@ import { touched, type State, type Store } from '../store.ts';
 import type { Live } from '../live.ts';
 import { DETECTOR_THRESHOLD, FINDER_SHOWN, finderRanking, mountHeadDetectors, strongestDetector } from './head-detectors.ts';
 import { colorbar, scaleNote } from './legend.ts';
+
+const GRID_HELP_CAUSAL =
+  'One small map per attention head: rows are layers (L0 is the first), columns are heads. In each map a row is a query token and a column a key token it can read; only the lower-left triangle exists, because a token cannot look at tokens after it.';
+const GRID_HELP_ENCODER =
+  'One small map per attention head: rows are layers (L0 is the first), columns are heads. In each map a row is a query token and a column a key token it reads. This model is an encoder: every token reads every other, those after it too, so each map is a full square.';
 
 /** Largest thumbnail side in canvas pixels; longer prompts are max-pooled down to it. */
 const THUMBNAIL = 96;
@@ -48,9 +53,10 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
   const grid = h('div', { class: 'head-grid', 'data-testid': 'attention-grid', role: 'grid', 'aria-label': 'Attention heads: arrow keys move, Enter opens a head' });
   rovingFocus(grid, 'button.head', () => store.state.model?.engine.info.nHead ?? 1);
   const scroller = h('div', { class: 'head-grid-scroll' }, grid);
+  const gridHelp = h('p', {}, GRID_HELP_CAUSAL);
   const help = howTo(
     'grid',
-    'One small map per attention head: rows are layers (L0 is the first), columns are heads. In each map a row is a query token and a column a key token it can read; only the lower-left triangle exists, because a token cannot look at tokens after it.',
+    gridHelp,
     'Bright (dark, in the light theme) means much weight: each row’s weights add up to 1. Long prompts are shrunk by keeping the largest weight of each block. Open a head (click, or arrow keys and Enter) to see it up close.',
   );
   const png = exportButton('PNG', 'Download the attention grid as PNG', () => exportGrid());
@@ -78,8 +84,9 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     const image = context.createImageData(size, size);
     const { theme, attentionScale } = store.state;
     const colors = sequentialMap(theme);
-    if (factor === 1) paintAttention(image, analysis.attention[cell.layer]!, t, cell.head, colors, attentionScale);
-    else paintPooled(image, analysis.attention[cell.layer]!, t, cell.head, factor, colors, attentionScale);
+    const full = analysis.bidirectional;
+    if (factor === 1) paintAttention(image, analysis.attention[cell.layer]!, t, cell.head, colors, attentionScale, full);
+    else paintPooled(image, analysis.attention[cell.layer]!, t, cell.head, factor, colors, attentionScale, full);
     context.putImageData(image, 0, 0);
     cell.stale = false;
   };
@@ -155,6 +162,8 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
   store.subscribe((state, changed) => {
     if (touched(changed, 'model') && state.model) {
       const { nLayer, nHead } = state.model.engine.info;
+      const encoder = state.model.engine.info.attention === 'bidirectional';
+      gridHelp.textContent = encoder ? GRID_HELP_ENCODER : GRID_HELP_CAUSAL;
       if (shape !== `${nLayer}x${nHead}`) {
         shape = `${nLayer}x${nHead}`;
         build(nLayer, nHead);
@@ -224,7 +233,8 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       // The strongest key in one pass (270 heads on every keystroke).
       let top: { key: number; weight: number } | undefined;
       const row = (cell.head * t + q) * t;
-      for (let key = 0; key <= q; key++) if (!top || pattern[row + key]! > top.weight) top = { key, weight: pattern[row + key]! };
+      const end = analysis.bidirectional ? t - 1 : q;
+      for (let key = 0; key <= end; key++) if (!top || pattern[row + key]! > top.weight) top = { key, weight: pattern[row + key]! };
       cell.button.setAttribute('aria-label', top ? `${name}: “${tokenText(analysis.labels[q]!)}” attends most to “${tokenText(analysis.labels[top.key]!)}” (${formatPercent(top.weight)})` : name);
     }
   }

@@ -17,6 +17,8 @@ export interface LinesInput {
   head: number;
   /** The picked query, if any. */
   query: number | undefined;
+  /** An encoder's full map: each query reads keys after it too. */
+  full: boolean;
 }
 
 export class AttentionLines {
@@ -102,7 +104,7 @@ export class AttentionLines {
     context.strokeStyle = accent;
     for (let q = 0; q < t; q++) {
       if (focus !== undefined && q !== focus) continue;
-      for (let k = 0; k <= q; k++) {
+      for (let k = 0; k <= (input.full ? t - 1 : q); k++) {
         const w = weightAt(q, k);
         if (w < 0.01) continue;
         context.globalAlpha = focus === undefined ? w * 0.6 : Math.max(0.08, w);
@@ -117,7 +119,7 @@ export class AttentionLines {
 
     for (let row = 0; row < t; row++) {
       const label = tokenText(input.labels[row]!);
-      if (focus !== undefined && row <= focus) {
+      if (focus !== undefined && (input.full || row <= focus)) {
         context.globalAlpha = Math.min(1, weightAt(focus, row) * 1.2);
         context.fillStyle = accent;
         context.fillRect(right, y(row) - ROW / 2 + 2, LABEL_WIDTH - 10, ROW - 4);
@@ -127,7 +129,7 @@ export class AttentionLines {
       context.fillStyle = row === focus ? accent : focus === undefined ? text : muted;
       context.fillText(label, left - 4, y(row), LABEL_WIDTH - 16);
       context.textAlign = 'left';
-      context.fillStyle = focus === undefined || row <= focus ? text : muted;
+      context.fillStyle = focus === undefined || input.full || row <= focus ? text : muted;
       context.fillText(label, right + 4, y(row), LABEL_WIDTH - 18);
     }
     context.fillStyle = muted;

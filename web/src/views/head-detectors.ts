@@ -3,7 +3,7 @@
 // one opens), and a sortable table of every head's scores. And the head finder: every head ranked
 // by the weight the picked query gives one key. The grid draws the badges and highlights.
 import type { HeadScores } from 'gptlens';
-import { weight, type Analysis } from '../analysis.ts';
+import { lastKey, weight, type Analysis } from '../analysis.ts';
 import { formatPercent, h, tokenText } from '../dom.ts';
 import { downloadCsv, exportButton } from '../panel-tools.ts';
 import type { Live } from '../live.ts';
@@ -38,7 +38,7 @@ export const FINDER_SHOWN = 5;
 export function finderRanking(analysis: Analysis, query: number | undefined, key: number): { layer: number; head: number; weight: number }[] {
   const t = analysis.tokens.length;
   const q = query ?? t - 1;
-  if (key > q) return [];
+  if (key >= t || (key > q && !analysis.bidirectional)) return [];
   const heads = analysis.attention.flatMap((pattern, layer) =>
     Array.from({ length: analysis.nHead }, (_, head) => ({ layer, head, weight: weight(pattern, t, head, q, key) })),
   );
@@ -186,9 +186,9 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
     finderQuery.textContent = analysis ? `“${tokenText(analysis.labels[q]!)}” (${query === undefined ? 'the last token' : `token ${q}`})` : 'the picked token';
     finderKey.replaceChildren(
       h('option', { value: '' }, '(pick a key)'),
-      ...Array.from({ length: analysis ? q + 1 : 0 }, (_, k) => h('option', { value: String(k) }, `${k} “${tokenText(analysis!.labels[k]!)}”`)),
+      ...Array.from({ length: analysis ? lastKey(t, q, analysis.bidirectional) + 1 : 0 }, (_, k) => h('option', { value: String(k) }, `${k} “${tokenText(analysis!.labels[k]!)}”`)),
     );
-    finderKey.value = key !== undefined && key <= q ? String(key) : '';
+    finderKey.value = key !== undefined && analysis && key <= lastKey(t, q, analysis.bidirectional) ? String(key) : '';
     const ranked = analysis && key !== undefined ? finderRanking(analysis, query, key).slice(0, FINDER_SHOWN) : [];
     ranking.replaceChildren(
       ...ranked.map(({ layer, head, weight }) =>

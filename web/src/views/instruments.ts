@@ -194,7 +194,8 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
   /** Bumped by every new question: an answer to an older one is dropped. */
   let asked = 0;
 
-  const engine = (): Engine | undefined => store.state.model?.engine;
+  // An encoder has no logits for any instrument to read: they stay off (show() says why).
+  const engine = (): Engine | undefined => (store.state.model?.engine.encoder ? undefined : store.state.model?.engine);
 
   function scheduleAnalysis(): void {
     if (timer !== undefined) clearTimeout(timer);
@@ -450,6 +451,17 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
   }
 
   function show(state: Readonly<State>): void {
+    const encoder = state.model?.engine.encoder ?? false;
+    tabs.forEach((tab) => (tab.disabled = encoder));
+    if (encoder) {
+      tabs.forEach((tab) => tab.setAttribute('aria-pressed', 'false'));
+      body.replaceChildren(
+        h('p', { class: 'muted', 'data-testid': 'instruments-unavailable' }, `${state.model!.name} is an encoder: it has no language-model head, so there are no next-token logits for the logit lens, attribution or patching to read. The similarity panel shows what it computes instead: sentence embeddings.`),
+      );
+      json.hidden = csv.hidden = true;
+      status.textContent = '';
+      return;
+    }
     tabs.forEach((tab, i) => tab.setAttribute('aria-pressed', String(TABS[i]![0] === state.instrument)));
     const view = state.instrument === 'lens' ? lensView : state.instrument === 'attribution' ? dlaView : state.instrument === 'patching' ? patchView : undefined;
     body.replaceChildren(...(view ? [view] : [h('p', { class: 'muted' }, 'Pick an instrument: the logit lens, direct logit attribution, or activation patching against a corrupted prompt.')]));
@@ -460,7 +472,7 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
   store.subscribe((state, changed) => {
     if (patchRun && touched(changed, 'prompt', 'comparePrompt', 'model')) patchRun.abort();
     if (lensRun && touched(changed, 'prompt', 'model', 'instrument')) lensRun.abort();
-    if (touched(changed, 'instrument')) show(state);
+    if (touched(changed, 'instrument', 'model')) show(state);
     if (touched(changed, 'comparePrompt') && compareBox.value !== (state.comparePrompt ?? '')) compareBox.value = state.comparePrompt ?? '';
     if (touched(changed, 'next')) void fillAnswerChoices(state);
     if (touched(changed, 'model')) {

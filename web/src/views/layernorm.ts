@@ -11,6 +11,11 @@ import { touched, type State, type Store } from '../store.ts';
 import { hideTooltip, showTooltip } from '../tooltip.ts';
 import { colorbar } from './legend.ts';
 
+const NORMS_PRE =
+  'Before each attention block (ln1), each MLP (ln2) and the output (final), every token’s vector x is normalised: divided by its scale, then multiplied by learned weights.';
+const NORMS_POST =
+  'This model normalises after each sublayer (post-LN, as BERT does): ln1 is the norm of x + attention, ln2 that of x + MLP, and there is no final norm. Every token’s vector is divided by its scale, then multiplied by learned weights.';
+
 type Statistic = 'scale' | 'mean';
 type Normalise = 'site' | 'shared';
 
@@ -80,9 +85,10 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
   const chartTitle = h('h3', {});
   const charts = h('div', { class: 'ln-charts' });
   const formulas = h('div', {});
+  const placement = h('p', {}, NORMS_PRE);
   const help = howTo(
     'norms',
-    'Before each attention block (ln1), each MLP (ln2) and the output (final), every token’s vector x is normalised: divided by its scale, then multiplied by learned weights.',
+    placement,
     formulas,
     'Rows are tokens, columns the norms in depth order. A large scale means a large residual stream for that token at that depth. Pick a token to follow it through the depth in the chart below.',
   );
@@ -161,7 +167,8 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     const analysis = state.analysis;
     const rms = analysis !== undefined && analysis.norms.every((site) => site.mean === undefined);
     heading.textContent = rms ? 'RMSNorm statistics' : 'LayerNorm statistics';
-    subtitle.textContent = rms ? 'RMSNorm: scale = √(mean x² + ε), no mean' : 'LayerNorm: scale = √(var x + ε), mean = mean x';
+    const post = state.model?.engine.info.normPlacement === 'post' ? ' · post-LN: after each sublayer' : '';
+    subtitle.textContent = (rms ? 'RMSNorm: scale = √(mean x² + ε), no mean' : 'LayerNorm: scale = √(var x + ε), mean = mean x') + post;
     formulas.replaceChildren(
       rms
         ? h('p', {}, 'This model uses RMSNorm: y = x / √(mean(x²) + ε) · g. The scale is √(mean(x²) + ε), the root mean square of the vector; nothing is subtracted, so there is no mean to show.')
@@ -228,7 +235,8 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
 
   onWidthChange(root, () => render(store.state));
   store.subscribe((state, changed) => {
-    if (touched(changed, 'analysis', 'query', 'theme', 'normTable')) render(state);
+    if (touched(changed, 'analysis', 'query', 'theme', 'normTable', 'model')) render(state);
+    if (touched(changed, 'model')) placement.textContent = state.model?.engine.info.normPlacement === 'post' ? NORMS_POST : NORMS_PRE;
   });
 }
 

@@ -13,7 +13,15 @@ export function mountModelPicker(root: HTMLElement, progressRoot: HTMLElement, s
     const models = catalog.models.filter((model) => model.kind === kind);
     return models.length === 0
       ? null
-      : h('optgroup', { label }, ...models.map((model) => h('option', { value: model.id }, `${model.name} · ${formatBytes(model.bytes)}${model.license ? ` · ${model.license}` : ''}`)));
+      : h(
+          'optgroup',
+          { label },
+          ...models.map((model) =>
+            model.unavailable !== undefined
+              ? h('option', { value: model.id, disabled: true, title: model.unavailable }, `${model.name} · unavailable: ${model.unavailable}`)
+              : h('option', { value: model.id }, `${model.name} · ${formatBytes(model.bytes)}${model.license ? ` · ${model.license}` : ''}`),
+          ),
+        );
   };
   const localOption = h('option', { value: LOCAL, hidden: true }, '');
   const select = h(
@@ -22,7 +30,7 @@ export function mountModelPicker(root: HTMLElement, progressRoot: HTMLElement, s
       'data-testid': 'model-select',
       'aria-label': 'Model',
       onchange: () => {
-        const model = catalog.models.find((entry) => entry.id === select.value);
+        const model = catalog.models.find((entry) => entry.id === select.value && entry.unavailable === undefined);
         if (model) void loader.load(catalogSource(model));
       },
     },

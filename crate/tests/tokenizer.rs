@@ -5,6 +5,9 @@
 
 use std::collections::HashSet;
 
+mod common;
+
+use common::assert_tokenizer_error;
 use gptlens::tokenizer::Tokenizer;
 use gptlens::Error;
 use serde::Deserialize;
@@ -90,17 +93,6 @@ fn patched(patch: Value) -> Vec<u8> {
     match patch {
         Value::Object(patch) => patched_tokenizer_json(&patch),
         _ => panic!("a patch is a JSON object"),
-    }
-}
-
-/// Asserts that loading fails with `Error::Tokenizer` whose message mentions `needle`.
-fn assert_tokenizer_error(result: gptlens::Result<Tokenizer>, needle: &str) {
-    match result {
-        Err(Error::Tokenizer(message)) => {
-            assert!(message.contains(needle), "expected the error to mention `{needle}`, got: {message}")
-        }
-        Err(other) => panic!("expected Error::Tokenizer mentioning `{needle}`, got {other:?}"),
-        Ok(_) => panic!("expected Error::Tokenizer mentioning `{needle}`, but it loaded"),
     }
 }
 

@@ -5,6 +5,9 @@
 
 use std::path::Path;
 
+mod common;
+
+use common::assert_tokenizer_error;
 use gptlens::tokenizer::Tokenizer;
 use gptlens::Error;
 use serde::Deserialize;
@@ -74,17 +77,6 @@ fn assert_matches(name: &str, tokenizer: &Tokenizer, texts: &[String], expected:
             assert_eq!(tokenizer.token_string(id).unwrap(), token.replace('\\', "\\\\"), "{name}: label of {id}");
             assert_eq!(tokenizer.token_id(token), Some(id), "{name}: id of {token:?}");
         }
-    }
-}
-
-/// Asserts that loading fails with `Error::Tokenizer` whose message mentions `needle`.
-fn assert_tokenizer_error(result: gptlens::Result<Tokenizer>, needle: &str) {
-    match result {
-        Err(Error::Tokenizer(message)) => {
-            assert!(message.contains(needle), "expected the error to mention `{needle}`, got: {message}")
-        }
-        Err(other) => panic!("expected Error::Tokenizer mentioning `{needle}`, got {other:?}"),
-        Ok(_) => panic!("expected Error::Tokenizer mentioning `{needle}`, but it loaded"),
     }
 }
 

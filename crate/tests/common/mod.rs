@@ -144,3 +144,14 @@ pub fn assert_traces_agree(what: &str, a: &gptlens::Trace, b: &gptlens::Trace, t
     let d = max_abs_diff(&a.last_logits, &b.last_logits);
     assert!(d <= tolerance, "{what} last_logits differ by {d:e} (tolerance {tolerance:e})");
 }
+
+/// Asserts that loading fails with `Error::Tokenizer` whose message mentions `needle`.
+pub fn assert_tokenizer_error(result: gptlens::Result<gptlens::tokenizer::Tokenizer>, needle: &str) {
+    match result {
+        Err(gptlens::Error::Tokenizer(message)) => {
+            assert!(message.contains(needle), "expected the error to mention `{needle}`, got: {message}")
+        }
+        Err(other) => panic!("expected Error::Tokenizer mentioning `{needle}`, got {other:?}"),
+        Ok(_) => panic!("expected Error::Tokenizer mentioning `{needle}`, but it loaded"),
+    }
+}

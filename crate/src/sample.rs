@@ -15,6 +15,11 @@ impl Rng {
         Self { state: seed }
     }
 
+    /// The generator's position: `Rng::new(rng.state())` continues where `rng` is.
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;

@@ -583,3 +583,42 @@ fn embed_gives_pytorchs_similarities() {
         stdout(&gptlens(&["embed", "--model", &dir.display().to_string(), "--text", texts[0], "--text", texts[1]]));
     assert!(table.contains("cosine similarity:") && table.contains("384 dimensions"), "{table}");
 }
+
+/// `gptlens train` writes a folder gptlens loads (bytes in, bytes out), and a run stopped at a
+/// save point and resumed ends bit for bit where an uninterrupted run ends.
+#[test]
+fn train_writes_a_model_and_resumes_exactly() {
+    let dir = std::env::temp_dir().join(format!("gptlens-train-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let text: String = (0..400).map(|i| format!("To be, or not to be: that is question {i}.\n")).collect();
+    let data = dir.join("text.txt");
+    std::fs::write(&data, &text).unwrap();
+    let shape = ["--layers", "1", "--heads", "2", "--width", "16", "--context", "16", "--batch", "2"];
+    let run = |out: &str, extra: &[&str]| {
+        let out = dir.join(out).display().to_string();
+        let mut args =
+            vec!["train", "--data", data.to_str().unwrap(), "--out", &out, "--eval-every", "3", "--eval-batches", "2"];
+        args.extend_from_slice(&shape);
+        args.extend_from_slice(extra);
+        let result = gptlens(&args);
+        assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+        String::from_utf8_lossy(&result.stderr).to_string()
+    };
+    let log = run("whole", &["--steps", "6", "--warmup", "2"]);
+    assert!(log.contains("step 6/6") && log.contains("val "), "{log}");
+    // Stop after 3 (the same schedule), then resume to 6 from the folder.
+    run("halves", &["--steps", "6", "--stop-at", "3", "--warmup", "2"]);
+    let resume = |extra: &[&str]| {
+        let out = dir.join("halves").display().to_string();
+        let mut args = vec!["train", "--data", data.to_str().unwrap(), "--out", &out, "--resume"];
+        args.extend_from_slice(extra);
+        stdout(&gptlens(&args));
+    };
+    resume(&["--steps", "6"]);
+    let weights = |run: &str| std::fs::read(dir.join(run).join("model.safetensors")).unwrap();
+    assert!(weights("whole") == weights("halves"), "a resumed run must end where an uninterrupted one does");
+    let out = stdout(&gptlens(&["run", "--model", dir.join("whole").to_str().unwrap(), "--prompt", "To be", "--json"]));
+    assert!(out.contains("\"top\""), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

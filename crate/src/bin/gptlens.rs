@@ -182,6 +182,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Train a byte-level GPT-2-style model on a text file (or continue one with --resume); writes
+    /// a Hugging Face GPT-2 folder (config.json, model.safetensors) that gptlens and transformers
+    /// load, plus optimizer.safetensors and training.json for resuming.
+    Train(TrainArgs),
     /// Continue a prompt, printing text as it is generated.
     Generate {
         #[command(flatten)]
@@ -351,6 +355,7 @@ fn session(ckpt: &Checkpoint, choice: BackendChoice, ablation: Ablation) -> Resu
 fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
     match command {
+        Command::Train(args) => train(args)?,
         Command::Tokenize { model, text, json } => {
             let tokenizer = gptlens::checkpoint::open_tokenizer(&model)?;
             let ids = tokenizer.encode(&text)?;
@@ -719,4 +724,193 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+#[derive(Args)]
+struct TrainArgs {
+    /// The text to learn, byte by byte (the last --val-fraction is held out for validation).
+    #[arg(long)]
+    data: PathBuf,
+    /// The model folder to write (and, with --resume, to continue from).
+    #[arg(long)]
+    out: PathBuf,
+    /// Continue the run saved in --out (its shape and recipe; --steps may extend it).
+    #[arg(long)]
+    resume: bool,
+    /// A JSON file {"shape": {…}, "recipe": {…}} with any of the settings below (flags win).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    layers: Option<usize>,
+    #[arg(long)]
+    heads: Option<usize>,
+    /// Width of the residual stream (d_model).
+    #[arg(long)]
+    width: Option<usize>,
+    /// Positions per sequence (the block size).
+    #[arg(long)]
+    context: Option<usize>,
+    /// Sinusoidal positions instead of a learned table.
+    #[arg(long)]
+    sinusoidal: bool,
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Sequences per step.
+    #[arg(long)]
+    batch: Option<usize>,
+    #[arg(long)]
+    lr: Option<f32>,
+    #[arg(long)]
+    min_lr: Option<f32>,
+    #[arg(long)]
+    warmup: Option<usize>,
+    #[arg(long)]
+    weight_decay: Option<f32>,
+    /// Clip the gradient norm to this; 0 turns clipping off.
+    #[arg(long)]
+    clip: Option<f32>,
+    #[arg(long)]
+    eval_every: Option<usize>,
+    #[arg(long)]
+    eval_batches: Option<usize>,
+    #[arg(long, default_value_t = 0.1)]
+    val_fraction: f32,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Write the folder every this many steps (and at the end).
+    #[arg(long, default_value_t = 500)]
+    save_every: usize,
+    /// Stop (and save) after this step, keeping the schedule of --steps: continue with --resume.
+    #[arg(long)]
+    stop_at: Option<usize>,
+}
+
+/// What `training.json` holds: everything a resumed run needs besides the weights and moments.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct TrainingFile {
+    shape: gptlens::train::recipe::Shape,
+    recipe: gptlens::train::recipe::Recipe,
+    val_fraction: f32,
+    state: gptlens::train::recipe::RunState,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))
+}
+
+fn train(a: TrainArgs) -> Result<()> {
+    use gptlens::train::recipe::{self, Corpus, Recipe, RunState, Shape};
+    use gptlens::train::Trainer;
+    let saved = a.out.join("training.json");
+    // Settings: the saved run's when resuming, else the --config file's, else nanoGPT's
+    // character-level Shakespeare; flags override either.
+    #[derive(serde::Deserialize, Default)]
+    struct Partial {
+        shape: Option<Shape>,
+        recipe: Option<Recipe>,
+    }
+    let (base, mut state, val_fraction) = if a.resume {
+        let file: TrainingFile = read_json(&saved)?;
+        (Partial { shape: Some(file.shape), recipe: Some(file.recipe) }, file.state, file.val_fraction)
+    } else {
+        let partial = a.config.as_deref().map(read_json::<Partial>).transpose()?.unwrap_or_default();
+        (partial, RunState::default(), a.val_fraction)
+    };
+    let mut shape = base.shape.unwrap_or(Shape { n_layer: 4, n_head: 4, d_model: 128, n_ctx: 64, sinusoidal: false });
+    let mut r = base.recipe.unwrap_or_default();
+    if !a.resume {
+        shape.n_layer = a.layers.unwrap_or(shape.n_layer);
+        shape.n_head = a.heads.unwrap_or(shape.n_head);
+        shape.d_model = a.width.unwrap_or(shape.d_model);
+        shape.n_ctx = a.context.unwrap_or(shape.n_ctx);
+        shape.sinusoidal |= a.sinusoidal;
+    }
+    r.steps = a.steps.unwrap_or(r.steps);
+    r.batch = a.batch.unwrap_or(r.batch);
+    r.lr = a.lr.unwrap_or(r.lr);
+    r.min_lr = a.min_lr.unwrap_or(r.min_lr);
+    r.warmup = a.warmup.unwrap_or(r.warmup);
+    r.adamw.weight_decay = a.weight_decay.unwrap_or(r.adamw.weight_decay);
+    r.clip = a.clip.map_or(r.clip, |c| (c > 0.0).then_some(c));
+    r.eval_every = a.eval_every.unwrap_or(r.eval_every);
+    r.eval_batches = a.eval_batches.unwrap_or(r.eval_batches);
+    r.seed = a.seed.unwrap_or(r.seed);
+    let config = shape.config()?;
+    let bytes = read_text(&a.data)?;
+    let corpus = Corpus::from_bytes(&bytes, val_fraction, config.n_ctx)?;
+    let mut trainer = if a.resume {
+        let mut trainer = Trainer::from_model(&Checkpoint::open(&a.out)?.model)?;
+        let optimizer = std::fs::read(a.out.join("optimizer.safetensors"))
+            .map_err(|e| Error::InvalidArgument(format!("cannot read the optimizer state: {e}")))?;
+        trainer.restore_optimizer(&optimizer)?;
+        trainer
+    } else {
+        Trainer::new_random(&config, r.seed)?
+    };
+    std::fs::create_dir_all(&a.out).map_err(|source| Error::Write { path: a.out.display().to_string(), source })?;
+    notice(&format!(
+        "training {} layers × {} heads, width {}, context {} ({} parameters) on {} bytes ({} held out), {} steps of {} × {} bytes",
+        shape.n_layer,
+        shape.n_head,
+        shape.d_model,
+        shape.n_ctx,
+        trainer.layout().len,
+        corpus.train.len(),
+        corpus.val.len(),
+        r.steps,
+        r.batch,
+        shape.n_ctx
+    ));
+    let save = |trainer: &Trainer, state: &RunState| -> Result<()> {
+        let write = |name: &str, bytes: &[u8]| {
+            let path = a.out.join(name);
+            std::fs::write(&path, bytes).map_err(|source| Error::Write { path: path.display().to_string(), source })
+        };
+        write("config.json", trainer.config_json().as_bytes())?;
+        write("model.safetensors", &trainer.to_safetensors()?)?;
+        write("optimizer.safetensors", &trainer.optimizer_state()?)?;
+        let file = TrainingFile { shape, recipe: r, val_fraction, state: state.clone() };
+        write("training.json", serde_json::to_string(&file).unwrap_or_default().as_bytes())
+    };
+    let clock = std::time::Instant::now();
+    let now = || clock.elapsed().as_secs_f64();
+    let report_every = (r.steps / 100).max(1);
+    let save_every = a.save_every.max(1);
+    let mut on_step = |p: &recipe::Progress| {
+        if p.step.is_multiple_of(report_every) || p.val_loss.is_some() {
+            let remaining = (p.steps - p.step) as f64 * p.seconds / p.step.max(1) as f64;
+            let val = p.val_loss.map_or(String::new(), |v| format!(" · val {v:.4}"));
+            notice(&format!(
+                "step {}/{} · loss {:.4}{val} · lr {:.2e} · {:.0} tok/s · ETA {:.0} s",
+                p.step, p.steps, p.loss, p.lr, p.tokens_per_second, remaining
+            ));
+        }
+        // Stop at each save point; the loop below saves and goes on.
+        !p.step.is_multiple_of(save_every) && Some(p.step) != a.stop_at
+    };
+    let last = a.stop_at.unwrap_or(r.steps).min(r.steps);
+    while state.step < last {
+        recipe::run(&mut trainer, &corpus, &r, &mut state, &now, &mut on_step)?;
+        save(&trainer, &state)?;
+    }
+    notice(&format!(
+        "wrote {} (final loss {:.4}{})",
+        a.out.display(),
+        state.losses.last().copied().unwrap_or(f32::NAN),
+        state.val_losses.last().map_or(String::new(), |(_, v)| format!(", validation {v:.4}"))
+    ));
+    Ok(())
+}
+
+/// The training text, refused past 1 GiB (a byte-level corpus that large is a mistake here).
+fn read_text(path: &std::path::Path) -> Result<Vec<u8>> {
+    const MAX: u64 = 1 << 30;
+    let cannot = |e: std::io::Error| Error::InvalidArgument(format!("cannot read {}: {e}", path.display()));
+    let meta = std::fs::metadata(path).map_err(cannot)?;
+    if !meta.is_file() || meta.len() > MAX {
+        return Err(Error::InvalidArgument(format!("{} is not a text file of at most 1 GiB", path.display())));
+    }
+    std::fs::read(path).map_err(cannot)
 }

@@ -1,0 +1,192 @@
+//! Training against PyTorch (`tests/fixtures/train/make_train_fixtures.py`): a tiny GPT-2 and its
+//! sinusoidal-position variant, a fixed batch.
+//!
+//! Tolerances: the loss within 1e-5; every parameter's gradient within 1e-4 relative (to the
+//! tensor's largest |value|) or 1e-6 absolute; the parameters after three AdamW steps (and after a
+//! clipped step) within 1e-6 absolute — except the key biases, whose exact gradient is 0 (softmax
+//! ignores a shift of a row's scores) and whose float32 gradient is rounding noise that AdamW
+//! amplifies to ~lr in PyTorch and here alike; the schedule within 1e-7.
+
+mod common;
+
+use common::{ids, reference_from_bytes, RefTensor};
+use gptlens::train::{scheduled_lr, AdamW, Trainer};
+use std::collections::BTreeMap;
+
+fn fixture(model: &str) -> (Trainer, BTreeMap<String, RefTensor>) {
+    #[cfg(not(target_arch = "wasm32"))]
+    let (ckpt, reference) = (
+        common::load(&format!("train/{model}")),
+        reference_from_bytes(&std::fs::read(common::fixture(&format!("train/{model}/reference.safetensors"))).unwrap()),
+    );
+    #[cfg(target_arch = "wasm32")]
+    let (ckpt, reference) = wasm_fixture(model);
+    (Trainer::from_model(&ckpt.model).unwrap(), reference)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn wasm_fixture(model: &str) -> (gptlens::Checkpoint, BTreeMap<String, RefTensor>) {
+    macro_rules! files {
+        ($m:literal) => {
+            (
+                &include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/train/", $m, "/config.json"))[..],
+                &include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/train/", $m, "/model.safetensors"))[..],
+                &include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/train/", $m, "/reference.safetensors"))[..],
+            )
+        };
+    }
+    let (config, weights, reference) = if model == "gpt2" { files!("gpt2") } else { files!("sinusoidal") };
+    let files: BTreeMap<String, &[u8]> =
+        [("config.json".to_string(), config), ("model.safetensors".to_string(), weights)].into_iter().collect();
+    (gptlens::Checkpoint::from_files(&files).unwrap(), reference_from_bytes(reference))
+}
+
+/// Inputs and targets of the fixture's batch: `tokens[:, :-1]` and `tokens[:, 1:]`.
+fn batch(reference: &BTreeMap<String, RefTensor>) -> (Vec<u32>, Vec<u32>, usize) {
+    let tokens = &reference["tokens"];
+    let (rows, t) = (tokens.shape[0], tokens.shape[1]);
+    let all = ids(tokens);
+    let rows_of = |skip: usize| all.chunks(t).flat_map(|row| row[skip..skip + t - 1].to_vec()).collect();
+    (rows_of(0), rows_of(1), rows)
+}
+
+/// Whether element `i` of `name` is a key bias (`c_attn.bias[d..2d]`), whose updates are noise.
+fn is_key_bias(name: &str, i: usize, d: usize) -> bool {
+    name.ends_with("attn.c_attn.bias") && (d..2 * d).contains(&i)
+}
+
+fn check_gradients(model: &str) {
+    let (mut trainer, reference) = fixture(model);
+    let (inputs, targets, rows) = batch(&reference);
+    let loss = trainer.loss_and_grads(&inputs, &targets, rows).unwrap();
+    assert!((loss - reference["loss"].data[0]).abs() <= 1e-5, "{model}: loss {loss} vs {}", reference["loss"].data[0]);
+    let names: Vec<String> = trainer.layout().tensors.iter().map(|t| t.name.clone()).collect();
+    let expected: Vec<&str> = reference.keys().filter_map(|k| k.strip_prefix("grad.")).collect();
+    assert_eq!(
+        names.iter().map(String::as_str).collect::<std::collections::BTreeSet<_>>(),
+        expected.into_iter().collect(),
+        "{model}: the trained parameters are PyTorch's"
+    );
+    for name in &names {
+        let got = trainer.grad(name).unwrap();
+        let want = &reference[&format!("grad.{name}")].data;
+        let largest = want.iter().fold(0f32, |m, x| m.max(x.abs()));
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            let off = (g - w).abs();
+            assert!(off <= 1e-6 || off <= 1e-4 * largest, "{model} grad {name}[{i}]: {g} vs PyTorch {w}");
+        }
+    }
+}
+
+fn check_params(model: &str, trainer: &Trainer, reference: &BTreeMap<String, RefTensor>, prefix: &str) {
+    let d = trainer.config().d_model;
+    for t in &trainer.layout().tensors {
+        let got = trainer.param(&t.name).unwrap();
+        let want = &reference[&format!("{prefix}{}", t.name)].data;
+        for (i, (p, w)) in got.iter().zip(want).enumerate() {
+            if !is_key_bias(&t.name, i, d) {
+                assert!((p - w).abs() <= 1e-6, "{model} {prefix}{}[{i}]: {p} vs PyTorch {w}", t.name);
+            }
+        }
+    }
+}
+
+fn check_adamw(model: &str) {
+    let (mut trainer, reference) = fixture(model);
+    let (inputs, targets, rows) = batch(&reference);
+    for step in 0..3 {
+        let loss = trainer.loss_and_grads(&inputs, &targets, rows).unwrap();
+        let want = reference[&format!("loss_step.{step}")].data[0];
+        assert!((loss - want).abs() <= 1e-5, "{model} step {step}: loss {loss} vs PyTorch {want}");
+        trainer.adamw_step(&AdamW::default(), 1e-2);
+    }
+    check_params(model, &trainer, &reference, "after3.");
+
+    let (mut clipped, _) = fixture(model);
+    clipped.loss_and_grads(&inputs, &targets, rows).unwrap();
+    let norm = clipped.clip_grad_norm(0.5);
+    let want = reference["clip.grad_norm"].data[0];
+    assert!((norm - want).abs() <= 1e-5 * want, "{model}: gradient norm {norm} vs PyTorch {want}");
+    for t in &clipped.layout().tensors {
+        let (got, want) = (clipped.grad(&t.name).unwrap(), &reference[&format!("clip.grad.{}", t.name)].data);
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!((g - w).abs() <= 1e-6, "{model} clipped grad {}[{i}]: {g} vs PyTorch {w}", t.name);
+        }
+    }
+    clipped.adamw_step(&AdamW::default(), 1e-2);
+    check_params(model, &clipped, &reference, "clip.after1.");
+}
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn gpt2_gradients_match_pytorch() {
+    check_gradients("gpt2");
+}
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn sinusoidal_gradients_match_pytorch() {
+    check_gradients("sinusoidal");
+}
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn gpt2_adamw_steps_match_pytorch() {
+    check_adamw("gpt2");
+}
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn sinusoidal_adamw_steps_match_pytorch() {
+    check_adamw("sinusoidal");
+}
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn the_schedule_is_nanogpts() {
+    let (_, reference) = fixture("gpt2");
+    for (it, &want) in reference["schedule"].data.iter().enumerate() {
+        let got = scheduled_lr(it, 3, 10, 1e-2, 1e-3);
+        assert!((got - want).abs() <= 1e-7, "step {it}: {got} vs {want}");
+    }
+}
+
+/// A central finite difference of the loss agrees with the gradient on a few parameters of each
+/// kind (f64 would be exact; f32 with ε = 1e-2 agrees to a few percent).
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn gradients_agree_with_finite_differences() {
+    let (mut trainer, reference) = fixture("gpt2");
+    let (inputs, targets, rows) = batch(&reference);
+    trainer.loss_and_grads(&inputs, &targets, rows).unwrap();
+    for (name, i) in [
+        ("transformer.h.1.mlp.c_fc.weight", 37),
+        ("transformer.h.0.ln_1.weight", 3),
+        ("transformer.wte.weight", 100),
+        ("transformer.h.0.attn.c_attn.weight", 5),
+    ] {
+        let analytic = trainer.grad(name).unwrap()[i];
+        let eps = 1e-2;
+        let mut at = |delta: f32| {
+            trainer.nudge(name, i, delta);
+            let loss = trainer.loss(&inputs, &targets, rows).unwrap();
+            trainer.nudge(name, i, -delta);
+            loss
+        };
+        let numeric = (at(eps) - at(-eps)) / (2.0 * eps);
+        assert!(
+            (numeric - analytic).abs() <= 0.05 * analytic.abs().max(1e-3),
+            "{name}[{i}]: analytic {analytic} vs numeric {numeric}"
+        );
+    }
+}
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn bad_batches_are_errors() {
+    let (mut trainer, _) = fixture("gpt2");
+    assert!(trainer.loss_and_grads(&[1, 2, 3], &[1, 2, 3], 2).is_err());
+    assert!(trainer.loss_and_grads(&[1, 2], &[1], 1).is_err());
+    assert!(trainer.loss_and_grads(&[1, 64], &[1, 2], 1).is_err());
+    assert!(trainer.loss_and_grads(&[1; 17], &[1; 17], 1).is_err(), "past the context of 16");
+}

@@ -190,3 +190,43 @@ fn bad_batches_are_errors() {
     assert!(trainer.loss_and_grads(&[1, 64], &[1, 2], 1).is_err());
     assert!(trainer.loss_and_grads(&[1; 17], &[1; 17], 1).is_err(), "past the context of 16");
 }
+
+/// Dropout: with p = 0 the pass is the plain one, bit for bit; with p = 0.3 the gradient is the
+/// gradient of the loss under the same masks (central finite differences), the masks depend only
+/// on the seed, and evaluation never drops.
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn dropout_is_the_gradient_of_the_dropped_loss() {
+    let (mut trainer, reference) = fixture("gpt2");
+    let (inputs, targets, rows) = batch(&reference);
+    let plain = trainer.loss_and_grads(&inputs, &targets, rows).unwrap();
+    let plain_grad = trainer.grad("transformer.h.0.attn.c_attn.weight").unwrap();
+    assert_eq!(trainer.loss_and_grads_with_dropout(&inputs, &targets, rows, 0.0, 7).unwrap(), plain);
+    assert_eq!(trainer.grad("transformer.h.0.attn.c_attn.weight").unwrap(), plain_grad);
+    let dropped = trainer.loss_and_grads_with_dropout(&inputs, &targets, rows, 0.3, 7).unwrap();
+    assert_ne!(dropped, plain);
+    assert_eq!(trainer.loss(&inputs, &targets, rows).unwrap(), plain, "evaluation does not drop");
+    trainer.loss_and_grads_with_dropout(&inputs, &targets, rows, 0.3, 7).unwrap();
+    for (name, i) in [
+        ("transformer.h.1.mlp.c_fc.weight", 37),
+        ("transformer.h.0.ln_1.weight", 3),
+        ("transformer.wte.weight", 100),
+        ("transformer.h.0.attn.c_attn.weight", 5),
+        ("transformer.wpe.weight", 20),
+    ] {
+        let analytic = trainer.grad(name).unwrap()[i];
+        let eps = 1e-2;
+        let mut at = |delta: f32| {
+            trainer.nudge(name, i, delta);
+            let loss = trainer.loss_and_grads_with_dropout(&inputs, &targets, rows, 0.3, 7).unwrap();
+            trainer.nudge(name, i, -delta);
+            loss
+        };
+        let numeric = (at(eps) - at(-eps)) / (2.0 * eps);
+        assert!(
+            (numeric - analytic).abs() <= 0.05 * analytic.abs().max(1e-3),
+            "{name}[{i}]: analytic {analytic} vs numeric {numeric}"
+        );
+    }
+    assert!(trainer.loss_and_grads_with_dropout(&inputs, &targets, rows, 1.0, 7).is_err());
+}

@@ -6,7 +6,7 @@ import { createReadStream, existsSync, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { backend, coalesceLatest, cosine, createWorkerClient, init, Model } from 'gptlens';
+import { backend, coalesceLatest, cosine, createWorkerClient, init, Model, Trainer } from 'gptlens';
 import { parseSafetensors } from '../support/safetensors.mjs';
 
 const fixture = join(process.env.GPTLENS_FIXTURES, 'gpt2-tiny-f32');
@@ -279,6 +279,9 @@ function fakeWorker(info = { ...model.info() }) {
         openSession: 1,
         run: { id: 2, tokens: Uint32Array.from(referenceTokens), computed: referenceTokens.length, tensors: {} },
         embed: new Float32Array(info.dModel),
+        trainerCreate: { id: 3, paramCount: 7664, recipe: { steps: 30, batch: 4 } },
+        trainerTrain: [],
+        trainerUseModel: { info: { ...info, vocabSize: 256, name: 'trained in the page' }, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
       }[op];
       queueMicrotask(() => listeners.forEach((listener) => listener({ data: { id, op, ok: true, result } })));
     },
@@ -622,4 +625,108 @@ test('all-MiniLM-L6-v2: embeddings whose cosine similarities are sentence-transf
   assert.equal(minilm.session().lastLogits().length, 0);
   trace.free();
   minilm.free();
+});
+
+const TINY_SHAPE = { nLayer: 1, nHead: 2, dModel: 16, nCtx: 16 };
+const SENTENCE = 'The quick brown fox jumps over the lazy dog. ';
+
+test('Trainer: 30 steps on a repeated sentence lower the loss; files() loads back as the same model', () => {
+  const trainer = new Trainer(TINY_SHAPE, { batch: 4, steps: 30, warmup: 0, lr: 1e-2, evalEvery: 10, evalBatches: 2 });
+  assert.equal(trainer.paramCount(), 7664);
+  assert.deepEqual({ steps: trainer.recipe().steps, batch: trainer.recipe().batch }, { steps: 30, batch: 4 });
+  assert.throws(() => trainer.train(1), /setText/, 'no text yet');
+  trainer.setText(SENTENCE.repeat(20), 0.1);
+  const first = trainer.train(10);
+  const rest = trainer.train(100); // stops at recipe.steps
+  const progress = [...first, ...rest];
+  assert.deepEqual(progress.map(({ step }) => step), Array.from({ length: 30 }, (_, i) => i + 1));
+  assert.deepEqual(trainer.train(5), [], 'nothing past recipe.steps');
+  const early = progress.slice(0, 3).reduce((sum, { loss }) => sum + loss, 0) / 3;
+  const late = progress.slice(-3).reduce((sum, { loss }) => sum + loss, 0) / 3;
+  assert.ok(late < early - 0.5, `the loss went from ${early} to ${late}`);
+  assert.ok(progress.every(({ tokensPerSecond }) => tokensPerSecond > 0));
+  const state = trainer.state();
+  assert.equal(state.step, 30);
+  assert.deepEqual(state.losses, progress.map(({ loss }) => loss));
+  assert.deepEqual(state.valLosses.map(([step]) => step), [10, 20, 30]);
+  assert.deepEqual(progress.filter(({ valLoss }) => typeof valLoss === 'number').map(({ step, valLoss }) => [step, valLoss]), state.valLosses);
+
+  const trained = trainer.model();
+  const info = trained.info();
+  assert.deepEqual([info.architecture, info.nLayer, info.nHead, info.dModel, info.contextLength, info.vocabSize, info.hasTokenizer], ['gpt2', 1, 2, 16, 16, 256, true]);
+  assert.equal(info.name, 'trained in the page');
+  const files = trainer.files();
+  assert.deepEqual(Object.keys(files).sort(), ['config.json', 'model.safetensors']);
+  assert.equal(JSON.parse(new TextDecoder().decode(files['config.json'])).n_embd, 16);
+  const loaded = Model.load(files);
+  const ids = trained.encode('The quick brown');
+  assert.deepEqual([...ids], [...new TextEncoder().encode('The quick brown')], 'the byte tokenizer');
+  assert.deepEqual(loaded.run(ids, ['logits']).tensor('logits').data, trained.run(ids, ['logits']).tensor('logits').data);
+  trained.free();
+  loaded.free();
+  trainer.free();
+});
+
+test('Trainer: bad shapes, recipes, texts and step counts are TypeErrors and RangeErrors', () => {
+  const bad = [
+    [() => new Trainer(), TypeError, /^shape must be an object/],
+    [() => new Trainer({ ...TINY_SHAPE, nLayer: 0 }), RangeError, /^shape\.nLayer must be an integer in \[1, 1024\], not 0$/],
+    [() => new Trainer({ ...TINY_SHAPE, nHead: 1.5 }), RangeError, /^shape\.nHead /],
+    [() => new Trainer({ ...TINY_SHAPE, dModel: '16' }), TypeError, /^shape\.dModel /],
+    [() => new Trainer({ ...TINY_SHAPE, nCtx: 1025 }), RangeError, /^shape\.nCtx must be an integer in \[1, 1024\]/],
+    [() => new Trainer({ ...TINY_SHAPE, nHead: 3 }), RangeError, /^shape\.dModel \(16\) must be a multiple of shape\.nHead \(3\)$/],
+    [() => new Trainer({ ...TINY_SHAPE, sinusoidal: 1 }), TypeError, /^shape\.sinusoidal /],
+    [() => new Trainer(TINY_SHAPE, 5), TypeError, /^recipe must be an object/],
+    [() => new Trainer(TINY_SHAPE, { steps: 0 }), RangeError, /^recipe\.steps /],
+    [() => new Trainer(TINY_SHAPE, { batch: NaN }), RangeError, /^recipe\.batch /],
+    [() => new Trainer(TINY_SHAPE, { lr: -1 }), RangeError, /^recipe\.lr must be a finite number > 0/],
+    [() => new Trainer(TINY_SHAPE, { lr: 'fast' }), TypeError, /^recipe\.lr /],
+    [() => new Trainer(TINY_SHAPE, { adamw: { beta2: 1 } }), RangeError, /^recipe\.adamw\.beta2 /],
+  ];
+  for (const [make, type, message] of bad) assert.throws(make, (e) => e instanceof type && message.test(e.message), String(make));
+  const trainer = new Trainer(TINY_SHAPE, { batch: 2, steps: 5 });
+  for (const [call, type, message] of [
+    [() => trainer.setText(''), RangeError, /^text must not be empty$/],
+    [() => trainer.setText(new Uint8Array()), RangeError, /^text must not be empty$/],
+    [() => trainer.setText([1, 2, 3]), TypeError, /^text must be a string or a Uint8Array/],
+    [() => trainer.setText(SENTENCE.repeat(10), 1), RangeError, /^valFraction must be a number in \[0, 1\), not 1$/],
+    [() => trainer.setText(SENTENCE.repeat(10), -0.1), RangeError, /^valFraction /],
+    [() => trainer.setText(SENTENCE.repeat(10), '0.1'), TypeError, /^valFraction /],
+    [() => trainer.train(0), RangeError, /^steps must be an integer in \[1, 2\^32\), not 0$/],
+    [() => trainer.train(2.5), RangeError, /^steps /],
+    [() => trainer.train('5'), TypeError, /^steps /],
+  ]) assert.throws(call, (e) => e instanceof type && message.test(e.message), String(call));
+  // A text too short for the context is the engine's Error; the trainer stays usable.
+  assert.throws(() => trainer.setText('short'), /needs more than one block of 16/);
+  trainer.setText(new TextEncoder().encode(SENTENCE.repeat(10)), 0);
+  assert.equal(trainer.train(5).length, 5);
+  trainer.free();
+});
+
+test('the worker client trainer checks its arguments before posting; useModel makes the trained model the client\'s', async () => {
+  const worker = fakeWorker();
+  const engine = await createWorkerClient({ worker });
+  await assert.rejects(engine.trainer({ ...TINY_SHAPE, nHead: 3 }), RangeError);
+  await assert.rejects(engine.trainer(TINY_SHAPE, { steps: -1 }), RangeError);
+  assert.equal(worker.posted.filter(({ op }) => op.startsWith('trainer')).length, 0, 'no bad call reached the worker');
+  const trainer = await engine.trainer(TINY_SHAPE, { steps: 30, batch: 4 });
+  assert.equal(trainer.paramCount, 7664);
+  const before = worker.posted.length;
+  await assert.rejects(trainer.setText(''), RangeError);
+  await assert.rejects(trainer.setText('x'.repeat(100), 2), RangeError);
+  await assert.rejects(trainer.train(0), RangeError);
+  assert.equal(worker.posted.length, before, 'no bad call reached the worker');
+  await trainer.setText('héllo '.repeat(10), 0.2);
+  await trainer.train(3);
+  await assert.rejects(engine.run([1]), /no model loaded/);
+  const info = await trainer.useModel();
+  assert.equal(info.name, 'trained in the page');
+  await engine.run([255]); // checked against the trained model's vocabulary (256)
+  await assert.rejects(engine.run([256]), RangeError);
+  const sent = worker.posted.slice(before);
+  assert.deepEqual(sent.map(({ op }) => op), ['trainerSetText', 'trainerTrain', 'trainerUseModel', 'run']);
+  assert.deepEqual([...sent[0].args[1].subarray(0, 3)], [104, 195, 169], 'the text as UTF-8');
+  assert.equal(sent[0].args[2], 0.2);
+  assert.deepEqual(sent[1].args, [3, 3]);
+  engine.terminate();
 });

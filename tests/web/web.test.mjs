@@ -1597,6 +1597,124 @@ test('the model list names the encoder, or says why it is unavailable', async ()
   else assert.match(entry.unavailable, /fetch-minilm\.sh/);
 });
 
+/** The Train panel's state: phase, steps done, tokens/s, and the loss curve's numbers. */
+function trainState(page) {
+  return page.getByTestId('train').evaluate((panel) => {
+    const chart = panel.querySelector('[data-testid=train-chart]');
+    return {
+      phase: panel.dataset.phase,
+      steps: Number(panel.dataset.steps ?? 0),
+      tokensPerSecond: Number(panel.dataset.tokensPerSecond ?? 0),
+      points: Number(chart.dataset.points ?? 0),
+      valPoints: Number(chart.dataset.valPoints ?? 0),
+      firstLoss: Number(chart.dataset.firstLoss),
+      lastLoss: Number(chart.dataset.lastLoss),
+    };
+  });
+}
+
+/** Waits until the Train panel is in `phase`. */
+function trainPhase(page, phase, timeout = 300_000) {
+  return page.waitForFunction((wanted) => document.querySelector('[data-testid=train]')?.dataset.phase === wanted, phase, { timeout });
+}
+
+test('train in the page: Tiny learns Hamlet, pauses and resumes, the views follow the trained model, Download loads back', async () => {
+  const page = await openPage({ prompt: PROMPT });
+  const panel = page.getByTestId('train');
+  await page.getByTestId('train-toggle').click();
+  // The full corpus is offered when the server has it (assets/data, fetched by setup).
+  const corpus = existsSync(`${repo}/assets/data/shakespeare.txt`);
+  await page.waitForFunction((wanted) => Boolean(document.querySelector('[data-testid=train-text] option[value=shakespeare]')) === wanted, corpus);
+  await page.getByLabel('Shape', { exact: true }).selectOption('tiny');
+  await page.getByLabel('Steps', { exact: true }).fill('40');
+  await page.getByTestId('train-start').click();
+  // Pause once a few steps are done: the model of that moment becomes the page's.
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid=train]')?.dataset.steps ?? 0) >= 3, null, { timeout: 120_000 });
+  await page.getByTestId('train-start').click();
+  await trainPhase(page, 'paused');
+  const paused = await trainState(page);
+  assert.ok(paused.steps >= 3 && paused.steps < 40, `paused at step ${paused.steps}`);
+  await page.waitForFunction((step) => document.querySelector('[data-field=model]')?.textContent?.startsWith(`trained in the page · step ${step}`), paused.steps);
+  assert.equal(await page.getByTestId('train-start').innerText(), 'Resume');
+  assert.match(await page.getByTestId('train-announce').innerText(), /^Paused: Step \d+ \/ 40/);
+  assert.equal(await page.getByLabel('Shape', { exact: true }).isDisabled(), true, 'the settings wait for Reset');
+  // Resume from the keyboard.
+  await page.getByTestId('train-start').focus();
+  await page.keyboard.press('Enter');
+  await trainPhase(page, 'done');
+  const done = await trainState(page);
+  assert.equal(done.steps, 40);
+  assert.equal(done.points, 40, 'a training loss per step on the curve');
+  assert.ok(done.valPoints >= 4, `${done.valPoints} validation points`);
+  assert.ok(done.lastLoss < done.firstLoss - 0.5, `the loss went from ${done.firstLoss} to ${done.lastLoss}`);
+  assert.match(await page.getByTestId('train-figure').innerText(), /^Step 40 \/ 40 · loss \d\.\d{3} · validation \d\.\d{3} \(step 40\) · [\d,]+ tokens\/s$/);
+  assert.match(await page.getByTestId('train-chart').getAttribute('aria-label'), /^Loss curve over 40 steps: training loss from /);
+  // The views show the trained model: 2 layers × 2 heads, one pixel per byte of the prompt.
+  await page.waitForFunction(() => document.querySelector('[data-field=model]')?.textContent?.startsWith('trained in the page · step 40'));
+  assert.match(await field(page, 'model'), /gpt2 · 2 layers × 2 heads · d 64 · vocab 256 · context 64/);
+  const bytes = new TextEncoder().encode(PROMPT);
+  await page.waitForFunction((n) => {
+    const canvases = [...document.querySelectorAll('[data-testid=attention-grid] canvas')];
+    return canvases.length === 4 && canvases.every((canvas) => canvas.width === n);
+  }, bytes.length);
+  assert.deepEqual((await chipIds(page)).map(Number), [...bytes], 'the byte tokenizer');
+  const shown = await candidates(page);
+  assert.equal(shown.length, 12);
+  const threads = (await field(page, 'threads')).split('\n')[0];
+  console.log(`browser training throughput, Tiny (2×2×64, context 64, batch 12, ${threads} threads): ${Math.round(done.tokensPerSecond)} tokens/s over 40 steps (validation included)`);
+  assert.deepEqual(await axeViolations(page, 'train'), []);
+  await panel.screenshot({ path: `${shots}/train-panel.png` });
+
+  // Download: config.json + model.safetensors, which Model.load reads and "Open files…" opens.
+  const downloads = [];
+  page.on('download', (download) => downloads.push(download));
+  await page.getByTestId('train-download').click();
+  for (let waited = 0; downloads.length < 2 && waited < 10_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.deepEqual(downloads.map((download) => download.suggestedFilename()).sort(), ['config.json', 'model.safetensors']);
+  const folder = await mkdtemp(`${tmpdir()}/gptlens-trained-`);
+  const paths = [];
+  for (const download of downloads) {
+    paths.push(`${folder}/${download.suggestedFilename()}`);
+    await download.saveAs(paths.at(-1));
+  }
+  const files = Object.fromEntries(await Promise.all(paths.map(async (path) => [path.split('/').pop(), new Uint8Array(await readFile(path))])));
+  const trained = Model.load(files);
+  const expected = trained.run(trained.encode(PROMPT), []).topK(12);
+  assert.deepEqual(shown.map(({ id }) => id), expected.map(({ id }) => id), 'the page’s candidates are the downloaded model’s');
+  for (const [i, { prob }] of shown.entries()) assert.ok(Math.abs(prob - expected[i].prob) <= 1e-5, `candidate ${i}: ${prob} vs ${expected[i].prob}`);
+  trained.free();
+  await page.getByTestId('model-files').setInputFiles(paths);
+  await page.waitForFunction(() => document.querySelector('[data-field=model]')?.textContent?.startsWith('model.safetensors'));
+  await page.waitForFunction((ids) => [...document.querySelectorAll('[data-testid=candidate]')].map((row) => row.dataset.id).join() === ids, expected.map(({ id }) => id).join());
+  await rm(folder, { recursive: true, force: true });
+
+  // Small, for its throughput: Reset, 10 steps.
+  await page.getByTestId('train-reset').click();
+  await trainPhase(page, 'idle');
+  assert.equal((await trainState(page)).points, 0);
+  await page.getByLabel('Shape', { exact: true }).selectOption('small');
+  await page.getByLabel('Steps', { exact: true }).fill('10');
+  await page.getByTestId('train-start').click();
+  await trainPhase(page, 'done');
+  const small = await trainState(page);
+  assert.equal(small.steps, 10);
+  console.log(`browser training throughput, Small (4×4×128, context 64, batch 12, ${threads} threads): ${Math.round(small.tokensPerSecond)} tokens/s over 10 steps (validation included)`);
+  await page.waitForFunction(() => document.querySelector('[data-field=model]')?.textContent?.startsWith('trained in the page · step 10'));
+  assert.equal(await panel.getAttribute('data-phase'), 'done');
+
+  // A text of one's own, too short for the context: the panel says why and stays ready.
+  await page.getByTestId('train-reset').click();
+  await trainPhase(page, 'idle');
+  await page.getByTestId('train-file').setInputFiles({ name: 'short.txt', mimeType: 'text/plain', buffer: Buffer.from('Too short to learn.') });
+  assert.match(await page.getByLabel('Text', { exact: true }).locator('option:checked').innerText(), /^short\.txt · 19 B$/);
+  await page.getByTestId('train-start').click();
+  await page.getByTestId('train-error').waitFor();
+  assert.match(await page.getByTestId('train-error').innerText(), /^Training stopped: short\.txt cannot be learned: the training part has 18 bytes: it needs more than one block of 64\.$/);
+  await trainPhase(page, 'idle');
+  assert.equal(await page.getByLabel('Shape', { exact: true }).isDisabled(), false);
+  await page.close();
+});
+
 test('no page of these tests broke the Content-Security-Policy', () => {
   assert.deepEqual(violations, []);
 });

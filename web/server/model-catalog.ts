@@ -187,9 +187,11 @@ function catalogMiddleware(repo: string, mode: 'build' | 'dev'): Connect.NextHan
       send(400, { 'Content-Type': 'text/plain; charset=utf-8' }).end('400 Bad Request: the address has a malformed %-escape\n');
       return;
     }
-    if (!path.startsWith('/models/')) return next();
+    const data = TRAINING_TEXTS[path];
+    if (!path.startsWith('/models/') && data === undefined) return next();
     try {
-      serveCatalog(repo, path, request.method, send, response);
+      if (data !== undefined) serveTrainingText(join(repo, data), request.method, send, response);
+      else serveCatalog(repo, path, request.method, send, response);
     } catch (error) {
       // Logged here, never sent: no stack or file path leaves the server.
       console.error('model catalog:', error);
@@ -197,6 +199,27 @@ function catalogMiddleware(repo: string, mode: 'build' | 'dev'): Connect.NextHan
       else response.destroy();
     }
   };
+}
+
+/**
+ * Texts the Train panel offers beside its bundled sample, by URL: the full Shakespeare corpus
+ * (assets/data, fetched by scripts/setup.sh; 404 when absent, and the panel leaves it out).
+ */
+const TRAINING_TEXTS: Record<string, string> = { '/data/shakespeare.txt': 'assets/data/shakespeare.txt' };
+
+function serveTrainingText(
+  file: string,
+  method: string | undefined,
+  send: (status: number, headers: Record<string, string | number>) => import('node:http').ServerResponse,
+  response: import('node:http').ServerResponse,
+): void {
+  if (!existsSync(file)) {
+    send(404, { 'Content-Type': 'text/plain' }).end('not fetched: bash scripts/fetch-shakespeare.sh puts it in assets/data/\n');
+    return;
+  }
+  send(200, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': statSync(file).size });
+  if (method === 'HEAD') response.end();
+  else createReadStream(file).on('error', () => response.destroy()).pipe(response);
 }
 
 function serveCatalog(

@@ -65,6 +65,8 @@ export class Engine {
     private readonly client: GptlensWorker,
     readonly info: ModelInfo,
     private readonly session: WorkerSession,
+    /** The Worker is someone else's (the Train panel's): disposing closes the session, not the Worker. */
+    private readonly borrowed = false,
   ) {
     this.capture = viewHooks(info);
     this.encoder = isEncoder(info);
@@ -96,6 +98,14 @@ export class Engine {
       client.terminate();
       throw error;
     }
+  }
+
+  /**
+   * The model `client` holds now (`info`: what loading or `trainer.useModel()` answered), in a
+   * Worker this engine does not own: disposing it closes its session and leaves the Worker running.
+   */
+  static async borrow(client: GptlensWorker, info: ModelInfo): Promise<Engine> {
+    return new Engine(client, info, await client.session(), true);
   }
 
   /** Bytes of the Worker's engine memory: the most loading and running have taken (it never shrinks). */
@@ -267,7 +277,8 @@ export class Engine {
   }
 
   dispose(): void {
-    this.client.terminate();
+    if (this.borrowed) void this.session.close().catch(() => {});
+    else this.client.terminate();
   }
 }
 

@@ -14,7 +14,7 @@ export class Loader {
   /** `loaded` puts the new model into the state; the previous model's Worker stops after it. */
   constructor(
     private readonly store: Store,
-    private readonly loaded: (model: LoadedModel) => void,
+    private readonly loaded: (model: LoadedModel, keepView?: boolean) => void,
     private readonly threads: number | undefined,
   ) {}
 
@@ -36,6 +36,19 @@ export class Loader {
   restart(trap: string): Promise<void> {
     const current = this.store.state.model;
     return current ? this.load(current.source, `The engine crashed (${trap}) and was restarted`) : Promise.resolve();
+  }
+
+  /**
+   * A model already running (the Train panel's, in its own Worker) becomes the page's model, in
+   * place of any load in progress; `keepView` keeps the open head and picked tokens (the same
+   * model, trained further).
+   */
+  show(engine: Engine, source: ModelSource, { bytes, engineBytes, keepView }: { bytes: number; engineBytes: number; keepView: boolean }): void {
+    ++this.latest;
+    const previous = this.store.state.model;
+    this.store.set({ loading: undefined });
+    this.loaded({ engine, source, id: undefined, name: source.name, bytes, engineBytes, loadMs: 0 }, keepView);
+    if (previous?.engine !== engine) previous?.engine.dispose();
   }
 
   /**

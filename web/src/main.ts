@@ -20,6 +20,7 @@ import { mountModelPicker } from './views/model-picker.ts';
 import { mountNextToken } from './views/next-token.ts';
 import { mountPrompt } from './views/prompt.ts';
 import { mountSimilarity } from './views/similarity.ts';
+import { mountTrain } from './views/train.ts';
 import { DEFAULT_SECOND, ENCODER_PROMPT } from './similarity.ts';
 
 import { EXAMPLES } from './views/prompt.ts';
@@ -83,8 +84,10 @@ let restore: { head: HeadRef | undefined; query: number | undefined; finderKey: 
   finderKey: address.finderKey,
 };
 // One state change: views never see the new model with the old model's analysis.
-const loader = new Loader(store, (model) => {
+const loader = new Loader(store, (model, keepView = false) => {
   const { nLayer, nHead } = model.engine.info;
+  // The same model trained further keeps the open head and picked tokens.
+  if (keepView) restore = { head: store.state.head, query: store.state.query, finderKey: store.state.finderKey };
   const wanted = restore?.head;
   const head = wanted && wanted.layer < nLayer && wanted.head < nHead ? wanted : { layer: 0, head: 0 };
   const { query, finderKey } = restore ?? {};
@@ -140,6 +143,7 @@ mountAttentionGrid(panel('grid-panel'), store, live);
 mountAttentionDetail(panel('detail-panel'), store, live);
 mountLayerNorm(panel('layernorm-panel'), store);
 mountInstruments(panel('instruments-panel'), store, live);
+mountTrain(panel('train-panel'), store, loader, threadsParameter());
 mountDiagnostics(panel('diagnostics-panel'), store);
 mountAnnouncer(document.body, store);
 followInAddress(store);

@@ -189,3 +189,91 @@ export function needGenerates(facts: Facts, what: string): void {
 export function needHead(facts: Facts, what: string): void {
   if (!facts.hasHead) throw noHead(facts, what);
 }
+
+/** `new Trainer(shape)`'s shape: positive integer sizes, `nCtx` ≤ 1024, `dModel` a multiple of `nHead`. */
+export function trainShape(value: unknown, name = 'shape'): { nLayer: number; nHead: number; dModel: number; nCtx: number; sinusoidal?: boolean } {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new TypeError(`${name} must be an object { nLayer, nHead, dModel, nCtx, sinusoidal? }, not ${show(value)}`);
+  }
+  const given = value as Record<string, unknown>;
+  const size = (key: string, max: number) => integer(given[key], `${name}.${key}`, 1, max + 1, `[1, ${max}]`);
+  const shape: { nLayer: number; nHead: number; dModel: number; nCtx: number; sinusoidal?: boolean } = {
+    nLayer: size('nLayer', 1024),
+    nHead: size('nHead', 1024),
+    dModel: size('dModel', 65536),
+    nCtx: size('nCtx', 1024),
+  };
+  if (shape.dModel % shape.nHead !== 0) {
+    throw new RangeError(`${name}.dModel (${shape.dModel}) must be a multiple of ${name}.nHead (${shape.nHead})`);
+  }
+  const sinusoidal = given['sinusoidal'];
+  if (sinusoidal !== undefined) {
+    if (typeof sinusoidal !== 'boolean') throw new TypeError(`${name}.sinusoidal must be a boolean, not ${show(sinusoidal)}`);
+    shape.sinusoidal = sinusoidal;
+  }
+  return shape;
+}
+
+function finite(value: unknown, name: string, ok: (v: number) => boolean, range: string): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be ${range}, not ${show(value)}`);
+  if (!Number.isFinite(value) || !ok(value)) throw new RangeError(`${name} must be ${range}, not ${show(value)}`);
+  return value;
+}
+
+/**
+ * A partial training recipe, checked field by field and copied (undefined: the engine's
+ * defaults). Unknown fields are left for the engine to refuse.
+ */
+export function trainRecipe(value: unknown, name = 'recipe'): Record<string, unknown> | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'object' || Array.isArray(value)) throw new TypeError(`${name} must be an object (any of the TrainRecipe fields) or undefined, not ${show(value)}`);
+  const given = value as Record<string, unknown>;
+  const recipe: Record<string, unknown> = { ...given };
+  const big = Number.MAX_SAFE_INTEGER + 1;
+  const field = (key: string, checkOne: (v: unknown, n: string) => unknown) => {
+    if (given[key] !== undefined) recipe[key] = checkOne(given[key], `${name}.${key}`);
+  };
+  field('steps', (v, n) => integer(v, n, 1, 2 ** 32, '[1, 2^32)'));
+  field('batch', (v, n) => integer(v, n, 1, 65537, '[1, 65536]'));
+  field('warmup', (v, n) => integer(v, n, 0, 2 ** 32, '[0, 2^32)'));
+  field('evalEvery', (v, n) => integer(v, n, 1, 2 ** 32, '[1, 2^32)'));
+  field('evalBatches', (v, n) => integer(v, n, 1, 65537, '[1, 65536]'));
+  field('seed', (v, n) => integer(v, n, 0, big, '[0, 2^53 − 1]'));
+  field('lr', (v, n) => finite(v, n, (x) => x > 0, 'a finite number > 0'));
+  field('minLr', (v, n) => finite(v, n, (x) => x >= 0, 'a finite number ≥ 0'));
+  field('dropout', (v, n) => finite(v, n, (x) => x >= 0 && x < 1, 'a number in [0, 1)'));
+  if (given['clip'] !== undefined && given['clip'] !== null) recipe['clip'] = finite(given['clip'], `${name}.clip`, (x) => x > 0, 'a finite number > 0, or null (no clipping)');
+  const adamw = given['adamw'];
+  if (adamw !== undefined) {
+    if (adamw === null || typeof adamw !== 'object' || Array.isArray(adamw)) throw new TypeError(`${name}.adamw must be an object { beta1, beta2, eps, weightDecay }, not ${show(adamw)}`);
+    const a = adamw as Record<string, unknown>;
+    const copy: Record<string, unknown> = { ...a };
+    for (const key of ['beta1', 'beta2'] as const) {
+      if (a[key] !== undefined) copy[key] = finite(a[key], `${name}.adamw.${key}`, (x) => x >= 0 && x < 1, 'a number in [0, 1)');
+    }
+    if (a['eps'] !== undefined) copy['eps'] = finite(a['eps'], `${name}.adamw.eps`, (x) => x > 0, 'a finite number > 0');
+    if (a['weightDecay'] !== undefined) copy['weightDecay'] = finite(a['weightDecay'], `${name}.adamw.weightDecay`, (x) => x >= 0, 'a finite number ≥ 0');
+    recipe['adamw'] = copy;
+  }
+  return recipe;
+}
+
+/** The text to learn: a non-empty string (as UTF-8) or non-empty Uint8Array. */
+export function trainText(value: unknown, name = 'text'): Uint8Array {
+  let bytes: Uint8Array;
+  if (typeof value === 'string') bytes = new TextEncoder().encode(value);
+  else if (value instanceof Uint8Array) bytes = value;
+  else throw new TypeError(`${name} must be a string or a Uint8Array, not ${show(value)}`);
+  if (bytes.length === 0) throw new RangeError(`${name} must not be empty`);
+  return bytes;
+}
+
+/** The held-out fraction of the text: a number in [0, 1). */
+export function valFraction(value: unknown, name = 'valFraction'): number {
+  return finite(value, name, (x) => x >= 0 && x < 1, 'a number in [0, 1)');
+}
+
+/** Training steps to run now: an integer in [1, 2^32). */
+export function trainSteps(value: unknown, name = 'steps'): number {
+  return integer(value, name, 1, 2 ** 32, '[1, 2^32)');
+}

@@ -25,6 +25,10 @@ import type {
   SamplingParams,
   Tensor,
   TokenProb,
+  TrainProgress,
+  TrainRecipe,
+  TrainShape,
+  TrainState,
 } from './types.js';
 
 /**
@@ -60,6 +64,7 @@ class Connection {
   private nextId = 1;
   readonly releaseTrace = new FinalizationRegistry<number>((id) => this.call('releaseTrace', id).catch(() => {}));
   readonly closeSession = new FinalizationRegistry<number>((id) => this.call('closeSession', id).catch(() => {}));
+  readonly freeTrainer = new FinalizationRegistry<number>((id) => this.call('trainerFree', id).catch(() => {}));
 
   constructor(private readonly worker: Worker) {
     worker.addEventListener('message', (event: MessageEvent<Response>) => this.settle(event.data));
@@ -337,6 +342,21 @@ export class GptlensWorker {
     return new WorkerSession(this.connection, await this.connection.call('openSession'), facts);
   }
 
+  /**
+   * A Trainer in the worker (see `Trainer`; the same arguments, checked here before posting):
+   * train a few steps per call so other requests (the views' runs) go in between; `useModel()`
+   * makes the trained model as it is now this client's model.
+   */
+  async trainer(shape: TrainShape, recipe?: Partial<TrainRecipe>): Promise<WorkerTrainer> {
+    const checkedShape = check.trainShape(shape);
+    const checkedRecipe = check.trainRecipe(recipe) as Partial<TrainRecipe> | undefined;
+    const created = await this.connection.call('trainerCreate', checkedShape, checkedRecipe);
+    return new WorkerTrainer(this.connection, created, checkedShape, (loaded) => {
+      this.placed = loaded.backend;
+      this.facts = check.factsOf(loaded.info);
+    }, this.requested);
+  }
+
   /** Tests only: crashes the worker's engine on purpose (see `abortForTesting`). @internal */
   abortForTesting(inFuture = false): Promise<void> {
     return this.connection.call('abortForTesting', inFuture);
@@ -462,5 +482,67 @@ export class WorkerTrace {
   release(): Promise<void> {
     this.connection.releaseTrace.unregister(this);
     return this.connection.call('releaseTrace', this.id);
+  }
+}
+
+/** A Trainer living in the worker; see `GptlensWorker.trainer`. */
+export class WorkerTrainer {
+  private readonly id: number;
+  /** Parameters of the model. */
+  readonly paramCount: number;
+  private readonly fixedRecipe: TrainRecipe;
+
+  /** @internal */
+  constructor(
+    private readonly connection: Connection,
+    created: { id: number; paramCount: number; recipe: TrainRecipe },
+    /** The model's shape, as checked. */
+    readonly shape: TrainShape,
+    private readonly adopt: (loaded: { info: ModelInfo; backend: BackendInfo }) => void,
+    private readonly requested: BackendChoice,
+  ) {
+    ({ id: this.id, paramCount: this.paramCount, recipe: this.fixedRecipe } = created);
+    connection.freeTrainer.register(this, this.id, this);
+  }
+
+  /** The recipe, every field filled in (it does not change). */
+  recipe(): TrainRecipe {
+    return this.fixedRecipe;
+  }
+
+  /** The text to learn (a string as UTF-8, or bytes, copied to the worker); the last `valFraction` is held out. */
+  async setText(text: string | Uint8Array, valFraction = 0.1): Promise<void> {
+    return this.connection.call('trainerSetText', this.id, check.trainText(text), check.valFraction(valFraction));
+  }
+
+  /** Up to `steps` more steps (never past `recipe().steps`), in one message; each step's progress. */
+  async train(steps: number): Promise<TrainProgress[]> {
+    return this.connection.call('trainerTrain', this.id, check.trainSteps(steps));
+  }
+
+  state(): Promise<TrainState> {
+    return this.connection.call('trainerState', this.id);
+  }
+
+  /** `{ 'config.json', 'model.safetensors' }`, transferred. */
+  files(): Promise<ModelFiles> {
+    return this.connection.call('trainerFiles', this.id);
+  }
+
+  /**
+   * The model as it is now becomes the client's model (on the client's backend, or `backend`):
+   * `run`, `session()` and the rest use it from then on. Sessions and traces opened before keep
+   * answering on the model they had; close them when done.
+   */
+  async useModel({ backend = this.requested }: { backend?: BackendChoice } = {}): Promise<ModelInfo> {
+    const loaded = await this.connection.call('trainerUseModel', this.id, backend);
+    this.adopt(loaded);
+    return loaded.info;
+  }
+
+  /** Frees the worker's trainer (a model it made stays). */
+  free(): Promise<void> {
+    this.connection.freeTrainer.unregister(this);
+    return this.connection.call('trainerFree', this.id);
   }
 }

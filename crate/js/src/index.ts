@@ -8,12 +8,16 @@
 //     const trace = await model.runAsync(model.encode(text)); model.backendInfo().reason;
 //   From a page (engine in a module Worker, threads when the page is cross-origin isolated):
 //     const engine = await createWorkerClient(); await engine.load(files); const trace = await engine.run(ids);
+//   Training a byte-level model on a text (a few steps per call):
+//     const trainer = new Trainer({ nLayer: 2, nHead: 2, dModel: 64, nCtx: 64 }, { steps: 200 });
+//     trainer.setText(text); trainer.train(20); trainer.model(); Model.load(trainer.files());
 //   Encoders (all-MiniLM-L6-v2): sentence embeddings, compared by cosine similarity:
 //     cosine(model.embed('A man plays a guitar.'), model.embed('Someone is playing music.'))
 export { init, backend, engineMemoryBytes, abortForTesting } from './backend.js';
 export { EngineCrashedError } from './crash.js';
 export { GgufLoader, Model, Session, Trace } from './model.js';
-export { createWorkerClient, GptlensWorker, WorkerSession, WorkerTrace, type WorkerClientOptions } from './client.js';
+export { Trainer } from './train.js';
+export { createWorkerClient, GptlensWorker, WorkerSession, WorkerTrace, WorkerTrainer, type WorkerClientOptions } from './client.js';
 export { coalesceLatest } from './coalesce.js';
 export { cosine } from './embedding.js';
 export type {
@@ -39,4 +43,9 @@ export type {
   SamplingParams,
   Tensor,
   TokenProb,
+  TrainAdamW,
+  TrainProgress,
+  TrainRecipe,
+  TrainShape,
+  TrainState,
 } from './types.js';

@@ -19,6 +19,10 @@ import type {
   SamplingParams,
   Tensor,
   TokenProb,
+  TrainProgress,
+  TrainRecipe,
+  TrainShape,
+  TrainState,
 } from './types.js';
 
 /** A trace as it crosses to the page: its tensors are transferred, the worker keeps the rest under `id`. */
@@ -31,6 +35,7 @@ export interface TraceData {
 
 type SessionId = number;
 type TraceId = number;
+type TrainerId = number;
 type Capture = readonly HookName[] | undefined;
 
 export interface Operations {
@@ -72,6 +77,15 @@ export interface Operations {
   logitLens: { args: [tokens: Uint32Array, options: Omit<LogitLensOptions, 'onProgress'>, cancel: Int32Array | undefined]; result: LogitLens };
   attribution: { args: [tokens: Uint32Array, options: AttributionOptions]; result: Attribution };
   releaseTrace: { args: [trace: TraceId]; result: void };
+  /** A Trainer in the worker (see `Trainer`), kept under its id until `trainerFree`. */
+  trainerCreate: { args: [shape: TrainShape, recipe: Partial<TrainRecipe> | undefined]; result: { id: TrainerId; paramCount: number; recipe: TrainRecipe } };
+  trainerSetText: { args: [trainer: TrainerId, bytes: Uint8Array, valFraction: number]; result: void };
+  trainerTrain: { args: [trainer: TrainerId, steps: number]; result: TrainProgress[] };
+  trainerState: { args: [trainer: TrainerId]; result: TrainState };
+  trainerFiles: { args: [trainer: TrainerId]; result: ModelFiles };
+  /** The trainer's model as it is now becomes the worker's model; earlier sessions and traces keep the model they had. */
+  trainerUseModel: { args: [trainer: TrainerId, backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } };
+  trainerFree: { args: [trainer: TrainerId]; result: void };
   /** Tests only: crashes the engine on purpose (see `abortForTesting`). */
   abortForTesting: { args: [inFuture: boolean]; result: void };
 }

@@ -1,9 +1,21 @@
 // The plain data of the public API. The engine's records are declared once, in the wasm
 // bindings (crate/src/bindings/mod.rs, TYPES); this file re-exports them, with hook names narrowed
 // from `string` to `HookName`, and declares what only this package makes.
-import type { AdapterInfo, Attribution, HeadScores, LogitLens, ModelInfo as EngineModelInfo, PatchScores } from '../wasm/st/gptlens.js';
+import type {
+  AdapterInfo,
+  Attribution,
+  HeadScores,
+  LogitLens,
+  ModelInfo as EngineModelInfo,
+  PatchScores,
+  TrainAdamW,
+  TrainProgress,
+  TrainRecipe,
+  TrainShape,
+  TrainState,
+} from '../wasm/st/gptlens.js';
 
-export type { AdapterInfo, Attribution, HeadScores, LogitLens, PatchScores };
+export type { AdapterInfo, Attribution, HeadScores, LogitLens, PatchScores, TrainAdamW, TrainProgress, TrainRecipe, TrainShape, TrainState };
 
 /** A TransformerLens-style hook name (see `ModelInfo.hooks` for the ones a given model offers). */
 export type HookName =

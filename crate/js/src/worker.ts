@@ -5,6 +5,7 @@
 import { abortForTesting, engineMemoryBytes, init } from './backend.js';
 import { asEngineFailure, EngineCrashedError } from './crash.js';
 import { GgufLoader, Model, Session, Trace } from './model.js';
+import { Trainer } from './train.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 
 interface WorkerScope {
@@ -20,6 +21,7 @@ let model: Model | undefined;
 let incoming: GgufLoader | undefined;
 const sessions = new Map<number, Session>();
 const traces = new Map<number, Trace>();
+const trainers = new Map<number, Trainer>();
 let nextId = 1;
 
 function loadedModel(): Model {
@@ -141,6 +143,28 @@ const handlers: Handlers = {
   releaseTrace: (trace) => {
     traces.get(trace)?.free();
     traces.delete(trace);
+  },
+  trainerCreate: (shape, recipe) => {
+    const trainer = new Trainer(shape, recipe);
+    const id = nextId++;
+    trainers.set(id, trainer);
+    return { id, paramCount: trainer.paramCount(), recipe: trainer.recipe() };
+  },
+  trainerSetText: (trainer, bytes, valFraction) => found(trainers, trainer, 'trainer').setText(bytes, valFraction),
+  trainerTrain: (trainer, steps) => found(trainers, trainer, 'trainer').train(steps),
+  trainerState: (trainer) => found(trainers, trainer, 'trainer').state(),
+  trainerFiles: (trainer) => found(trainers, trainer, 'trainer').files(),
+  // The sessions and traces of the previous model stay: each holds the weights it ran on, so a
+  // page's views keep answering until they move to the new model (and close the old session).
+  trainerUseModel: async (trainer, backend) => {
+    const next = await found(trainers, trainer, 'trainer').model({ backend });
+    model?.free();
+    model = next;
+    return { info: model.info(), backend: model.backendInfo() };
+  },
+  trainerFree: (trainer) => {
+    trainers.get(trainer)?.free();
+    trainers.delete(trainer);
   },
   abortForTesting: (inFuture) => abortForTesting(inFuture),
 };

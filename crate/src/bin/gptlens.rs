@@ -769,6 +769,9 @@ struct TrainArgs {
     /// Clip the gradient norm to this; 0 turns clipping off.
     #[arg(long)]
     clip: Option<f32>,
+    /// Dropout probability while training (nanoGPT's places; never at evaluation).
+    #[arg(long)]
+    dropout: Option<f32>,
     #[arg(long)]
     eval_every: Option<usize>,
     #[arg(long)]
@@ -834,6 +837,7 @@ fn train(a: TrainArgs) -> Result<()> {
     r.warmup = a.warmup.unwrap_or(r.warmup);
     r.adamw.weight_decay = a.weight_decay.unwrap_or(r.adamw.weight_decay);
     r.clip = a.clip.map_or(r.clip, |c| (c > 0.0).then_some(c));
+    r.dropout = a.dropout.unwrap_or(r.dropout);
     r.eval_every = a.eval_every.unwrap_or(r.eval_every);
     r.eval_batches = a.eval_batches.unwrap_or(r.eval_batches);
     r.seed = a.seed.unwrap_or(r.seed);

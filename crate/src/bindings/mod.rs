@@ -11,12 +11,14 @@ mod gpu;
 mod model;
 mod session;
 mod trace;
+mod train;
 
 #[cfg(feature = "gpu")]
 pub use gpu::{request_gpu, Gpu};
 pub use model::{GgufLoader, Model};
 pub use session::Session;
 pub use trace::Trace;
+pub use train::Trainer;
 
 /// The threaded build's `initThreadPool(n)`: starts rayon on `n` Web Workers (see crate/js).
 #[cfg(feature = "threads")]
@@ -41,6 +43,15 @@ export interface TensorData { shape: number[]; data: Float32Array; }
 export interface TokenProb { id: number; prob: number; }
 /** Each detector's score for every head, `[layer][head]` (definitions in the README's head detectors). */
 export interface HeadScores { previousToken: number[][]; firstToken: number[][]; duplicateToken: number[][]; induction: number[][]; }
+/** `new Trainer(shape, recipe?)`: a byte-level (256-token) GPT-2-style model. */
+export interface TrainShape { nLayer: number; nHead: number; dModel: number; nCtx: number; sinusoidal?: boolean; }
+/** AdamW as PyTorch defines it. */
+export interface TrainAdamW { beta1: number; beta2: number; eps: number; weightDecay: number; }
+/** How to train (nanoGPT's character-level Shakespeare recipe by default). */
+export interface TrainRecipe { steps: number; batch: number; lr: number; minLr: number; warmup: number; adamw: TrainAdamW; clip: number | null; dropout: number; evalEvery: number; evalBatches: number; seed: number; }
+/** One step of `Trainer.train`. */
+export interface TrainProgress { step: number; steps: number; loss: number; valLoss: number | null; lr: number; tokensPerSecond: number; seconds: number; }
+export interface TrainState { step: number; losses: number[]; valLosses: [number, number][]; }
 export interface ModelInfo {
   /** The model's own name, when its files give one (GGUF `general.name`, config.json's `_name_or_path`). */
   name?: string;

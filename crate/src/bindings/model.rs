@@ -62,6 +62,13 @@ struct ModelInfo {
     has_head: bool,
 }
 
+impl Model {
+    /// A model made in the engine (a trainer's), on the CPU.
+    pub(super) fn from_checkpoint(checkpoint: Checkpoint) -> Model {
+        Model { checkpoint, backend: Backend::Cpu }
+    }
+}
+
 #[wasm_bindgen]
 impl Model {
     /// Parses and checks a checkpoint from its files' bytes by name: one `*.gguf`, or
@@ -239,6 +246,7 @@ impl Model {
     /// position), following `target` too when given; `ablate` and `ablateMean` as
     /// `Session.setAblation`; `onProgress` as `patch`'s (its steps: the run, then each layer).
     #[wasm_bindgen(js_name = logitLens, unchecked_return_type = "LogitLens")]
+    #[allow(clippy::too_many_arguments)] // the JS call's optional arguments, each named
     pub fn logit_lens(
         &self,
         tokens: &[u32],

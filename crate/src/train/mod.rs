@@ -20,6 +20,7 @@ use crate::model::{Config, Model};
 
 /// AdamW's settings (PyTorch's names and meaning).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct AdamW {
     pub beta1: f32,
     pub beta2: f32,
@@ -81,6 +82,7 @@ impl Trainer {
     pub fn config_json(&self) -> String {
         let c = &self.config;
         let mut json = serde_json::json!({
+            "_name_or_path": "trained by gptlens",
             "model_type": "gpt2",
             "architectures": ["GPT2LMHeadModel"],
             "n_layer": c.n_layer,
@@ -185,10 +187,28 @@ impl Trainer {
     /// The mean cross-entropy of predicting `targets` from `inputs` (`[batch, t]` each), and its
     /// gradient with respect to every parameter (replacing the previous gradient).
     pub fn loss_and_grads(&mut self, inputs: &[u32], targets: &[u32], batch: usize) -> Result<f32> {
+        self.loss_and_grads_with_dropout(inputs, targets, batch, 0.0, 0)
+    }
+
+    /// [`Trainer::loss_and_grads`] with dropout `p` (masks drawn from `seed`) at nanoGPT's places:
+    /// the embeddings, the attention probabilities, and what attention and the MLP add to the
+    /// residual stream.
+    pub fn loss_and_grads_with_dropout(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+        batch: usize,
+        p: f32,
+        seed: u64,
+    ) -> Result<f32> {
+        if !(0.0..1.0).contains(&p) {
+            return Err(Error::InvalidArgument(format!("dropout {p} must be in [0, 1)")));
+        }
         let t = self.check_batch(inputs, Some(targets), batch)?;
         let (c, layout) = (self.config.clone(), self.layout.clone());
         let mut acts = self.activations(batch, t);
-        let loss = pass::forward(&c, &layout, &self.params, &mut acts, inputs, Some(targets));
+        let dropout = Some(pass::Dropout { p, seed });
+        let loss = pass::forward(&c, &layout, &self.params, &mut acts, inputs, Some(targets), dropout);
         self.grads.fill(0.0);
         pass::backward(&c, &layout, &self.params, &mut self.grads, &mut acts, inputs, targets);
         self.acts = Some(acts);
@@ -200,7 +220,7 @@ impl Trainer {
         let t = self.check_batch(inputs, Some(targets), batch)?;
         let (c, layout) = (self.config.clone(), self.layout.clone());
         let mut acts = self.activations(batch, t);
-        let loss = pass::forward(&c, &layout, &self.params, &mut acts, inputs, Some(targets));
+        let loss = pass::forward(&c, &layout, &self.params, &mut acts, inputs, Some(targets), None);
         self.acts = Some(acts);
         Ok(loss)
     }

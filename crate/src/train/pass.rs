@@ -36,6 +36,13 @@ pub(super) struct Activations {
     fc_gelu: Vec<Vec<f32>>, // [L][N, F]
     lnf: Vec<f32>,
     lnf_stats: (Vec<f32>, Vec<f32>),
+    /// Dropout masks (0, or 1/(1 − p) for a kept value) of the last training pass: on the
+    /// embeddings, each layer's attention probabilities, and what attention and the MLP add to
+    /// the residual — nanoGPT's places. Empty when the pass had no dropout.
+    drop_embed: Vec<f32>,
+    drop_att: Vec<Vec<f32>>,
+    drop_attn_out: Vec<Vec<f32>>,
+    drop_mlp_out: Vec<Vec<f32>>,
     /// Softmax of the logits, `[N, V]`.
     probs: Vec<f32>,
     room: Vec<f32>,
@@ -62,6 +69,10 @@ impl Activations {
             fc_gelu: vec![vec![0f32; n * f]; l],
             lnf: vec![0f32; n * d],
             lnf_stats: stats(),
+            drop_embed: Vec::new(),
+            drop_att: Vec::new(),
+            drop_attn_out: Vec::new(),
+            drop_mlp_out: Vec::new(),
             probs: vec![0f32; n * c.vocab_size],
             room: Vec::new(),
         }
@@ -169,8 +180,28 @@ fn gelu_grad(x: f32, tanh: f32) -> f32 {
     0.5 * (1.0 + tanh) + 0.5 * x * sech2 * GELU_SCALE * (1.0 + 3.0 * 0.044715 * x * x)
 }
 
+/// Dropout of a training pass: probability `p`, masks drawn from `seed`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Dropout {
+    pub p: f32,
+    pub seed: u64,
+}
+
+/// `len` mask values: 0 with probability `p`, else 1/(1 − p) (inverted dropout, as PyTorch's).
+fn dropout_mask(len: usize, p: f32, rng: &mut crate::sample::Rng) -> Vec<f32> {
+    let keep = 1.0 / (1.0 - p);
+    (0..len).map(|_| if rng.next_f32() < p { 0.0 } else { keep }).collect()
+}
+
+fn apply(x: &mut [f32], mask: &[f32]) {
+    if !mask.is_empty() {
+        x.iter_mut().zip(mask).for_each(|(v, m)| *v *= m);
+    }
+}
+
 /// Runs `inputs` (`[batch, t]`) forward; returns the mean cross-entropy against `targets` (same
-/// shape) when given, and leaves every activation in `acts`.
+/// shape) when given, and leaves every activation in `acts`. With `dropout`, values are dropped
+/// at nanoGPT's places and the masks kept for the backward pass.
 pub(super) fn forward(
     c: &Config,
     layout: &ParamLayout,
@@ -178,9 +209,17 @@ pub(super) fn forward(
     acts: &mut Activations,
     inputs: &[u32],
     targets: Option<&[u32]>,
+    dropout: Option<Dropout>,
 ) -> f32 {
     let (b_size, t, d, h) = (acts.batch, acts.t, c.d_model, c.n_head);
     let (n, hd, f, v) = (b_size * t, d / h, c.d_ff, c.vocab_size);
+    let dropout = dropout.filter(|dr| dr.p > 0.0);
+    let mut rng = crate::sample::Rng::new(dropout.map_or(0, |dr| dr.seed));
+    let mut mask = |len: usize| dropout.map_or(Vec::new(), |dr| dropout_mask(len, dr.p, &mut rng));
+    acts.drop_embed = mask(n * d);
+    acts.drop_att = (0..c.n_layer).map(|_| mask(b_size * h * t * t)).collect();
+    acts.drop_attn_out = (0..c.n_layer).map(|_| mask(n * d)).collect();
+    acts.drop_mlp_out = (0..c.n_layer).map(|_| mask(n * d)).collect();
     let room = &mut acts.room;
     // Embeddings: the token's row plus the position's (learned or sinusoidal).
     let wte = &p[layout.wte.clone()];
@@ -197,6 +236,7 @@ pub(super) fn forward(
             _ => {}
         }
     }
+    apply(&mut acts.resid[0], &acts.drop_embed);
     let divisor = (hd as f32).sqrt();
     for (l, r) in layout.layers.iter().enumerate() {
         let (before, after) = acts.resid.split_at_mut(l + 1);
@@ -205,7 +245,7 @@ pub(super) fn forward(
         linear(&mut acts.qkv[l], &acts.ln1[l], &p[r.qkv_w.clone()], Some(&p[r.qkv_b.clone()]), n, d, room);
         // Causal attention per sequence and head (one task each, on the pool); probabilities
         // kept as [B, H, T, T], each head's output gathered in `heads` ([B, H, T, hd]) first.
-        let (qkv, att) = (&acts.qkv[l], &mut acts.att[l]);
+        let (qkv, att, att_mask) = (&acts.qkv[l], &mut acts.att[l], &acts.drop_att[l]);
         let mut heads = vec![0f32; n * d];
         pool::for_each_chunk_pair(b_size * h, (att, t * t), (&mut heads, t * hd), |bh, att, out| {
             let (b, head) = (bh / h, bh % h);
@@ -219,8 +259,10 @@ pub(super) fn forward(
                 crate::kernels::attention::softmax(&mut row[..=i]);
                 let out = &mut out[i * hd..(i + 1) * hd];
                 out.fill(0.0);
+                let kept = |j: usize| att_mask.get((bh * t + i) * t + j).copied().unwrap_or(1.0);
                 for j in 0..=i {
-                    crate::kernels::add_scaled(out, row[j], &qkv[(b * t + j) * 3 * d + 2 * d + head * hd..][..hd]);
+                    let weight = row[j] * kept(j);
+                    crate::kernels::add_scaled(out, weight, &qkv[(b * t + j) * 3 * d + 2 * d + head * hd..][..hd]);
                 }
             }
         });
@@ -233,6 +275,7 @@ pub(super) fn forward(
         }
         let mid = &mut acts.mid[l];
         linear(mid, &acts.atty[l], &p[r.proj_w.clone()], Some(&p[r.proj_b.clone()]), n, d, room);
+        apply(mid, &acts.drop_attn_out[l]);
         add_into(mid, x);
         layernorm(&mut acts.ln2[l], mid, &p[r.ln2_w.clone()], &p[r.ln2_b.clone()], c.norm_eps, &mut acts.ln2_stats[l]);
         linear(&mut acts.fc[l], &acts.ln2[l], &p[r.fc_w.clone()], Some(&p[r.fc_b.clone()]), n, d, room);
@@ -245,6 +288,7 @@ pub(super) fn forward(
         });
         let out = &mut after[0];
         linear(out, &acts.fc_gelu[l], &p[r.fc_proj_w.clone()], Some(&p[r.fc_proj_b.clone()]), n, f, room);
+        apply(out, &acts.drop_mlp_out[l]);
         add_into(out, mid);
     }
     let last = &acts.resid[c.n_layer];
@@ -300,12 +344,14 @@ pub(super) fn backward(
         // MLP: out = mid + c_proj(gelu(c_fc(ln2(mid)))).
         let mut dfc_gelu = vec![0f32; n * f];
         {
+            let mut dproj = dresid.clone();
+            apply(&mut dproj, &acts.drop_mlp_out[l]);
             let (dw, db) = two(grads, r.fc_proj_w.clone(), r.fc_proj_b.clone());
             linear_backward(
                 &mut dfc_gelu,
                 dw,
                 Some(db),
-                &dresid,
+                &dproj,
                 &acts.fc_gelu[l],
                 &p[r.fc_proj_w.clone()],
                 n,
@@ -331,11 +377,13 @@ pub(super) fn backward(
         let mut datty = vec![0f32; n * d];
         {
             let (dw, db) = two(grads, r.proj_w.clone(), r.proj_b.clone());
-            linear_backward(&mut datty, dw, Some(db), &dmid, &acts.atty[l], &p[r.proj_w.clone()], n, d, &mut room);
+            let mut dproj = dmid.clone();
+            apply(&mut dproj, &acts.drop_attn_out[l]);
+            linear_backward(&mut datty, dw, Some(db), &dproj, &acts.atty[l], &p[r.proj_w.clone()], n, d, &mut room);
         }
         // Per sequence and head (one task each): the head's dq | dk | dv, `[3, T, hd]`, then
         // scattered into dqkv's columns.
-        let (qkv, att) = (&acts.qkv[l], &acts.att[l]);
+        let (qkv, att, att_mask) = (&acts.qkv[l], &acts.att[l], &acts.drop_att[l]);
         let mut per_head = vec![0f32; b_size * h * 3 * t * hd];
         pool::for_each_chunk(b_size * h, (&mut per_head, 3 * t * hd), |bh, grads| {
             let (b, head) = (bh / h, bh % h);
@@ -347,9 +395,10 @@ pub(super) fn backward(
                 let row = &att[(bh * t + i) * t..][..t];
                 let dout = &datty[(b * t + i) * d + head * hd..][..hd];
                 // Through the weighted sum of values: d prob_j = dout · v_j, d v_j += prob_j · dout.
+                let kept = |j: usize| att_mask.get((bh * t + i) * t + j).copied().unwrap_or(1.0);
                 for j in 0..=i {
-                    datt[j] = dot(dout, &qkv[at(j, 2)..at(j, 2) + hd]);
-                    crate::kernels::add_scaled(&mut dv[j * hd..(j + 1) * hd], row[j], dout);
+                    datt[j] = dot(dout, &qkv[at(j, 2)..at(j, 2) + hd]) * kept(j);
+                    crate::kernels::add_scaled(&mut dv[j * hd..(j + 1) * hd], row[j] * kept(j), dout);
                 }
                 // Through the softmax: d score_j = p_j (d p_j − Σ p_k d p_k).
                 let weighted: f32 = (0..=i).map(|k| row[k] * datt[k]).sum();
@@ -382,6 +431,7 @@ pub(super) fn backward(
         }
         dresid = dx;
     }
+    apply(&mut dresid, &acts.drop_embed);
     // Embeddings: each token's row and each position's row receive their positions' gradient.
     for (i, &tok) in inputs.iter().enumerate() {
         let g = &dresid[i * d..(i + 1) * d];

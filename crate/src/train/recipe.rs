@@ -124,9 +124,10 @@ impl Corpus {
 }
 
 /// `batch` random windows of `t + 1` bytes: inputs are their first `t`, targets their last `t`.
-pub fn sample_batch(data: &[u32], batch: usize, t: usize, rng: &mut Rng) -> (Vec<u32>, Vec<u32>) {
+/// `data` must be longer than `t` ([`Corpus::from_bytes`] sees to it).
+fn sample_batch(data: &[u32], batch: usize, t: usize, rng: &mut Rng) -> (Vec<u32>, Vec<u32>) {
     let (mut inputs, mut targets) = (Vec::with_capacity(batch * t), Vec::with_capacity(batch * t));
-    let starts = (data.len() - t) as u64;
+    let starts = data.len().saturating_sub(t).max(1) as u64;
     for _ in 0..batch {
         let at = (rng.next_u64() % starts) as usize;
         inputs.extend_from_slice(&data[at..at + t]);
@@ -165,6 +166,9 @@ pub struct RunState {
 /// batches every time, so evaluations compare).
 pub fn validation_loss(trainer: &mut Trainer, corpus: &Corpus, recipe: &Recipe) -> Result<f32> {
     let t = trainer.config().n_ctx;
+    if corpus.val.len() <= t {
+        return Err(Error::InvalidArgument(format!("no validation text longer than a block of {t} bytes")));
+    }
     let mut rng = Rng::new(recipe.seed ^ 0x005e_ed0f_1a11);
     let mut total = 0f64;
     for _ in 0..recipe.eval_batches.max(1) {
@@ -243,6 +247,7 @@ impl Trainer {
     /// biases 0, norms 1; seeded.
     pub fn new_random(config: &Config, seed: u64) -> Result<Trainer> {
         let layout = super::ParamLayout::new(config)?;
+        Trainer::check_memory(config, layout.len, 1, 1)?;
         let mut rng = Rng::new(seed);
         let mut normal = move || {
             // Box–Muller, from two uniform draws in (0, 1].

@@ -111,7 +111,7 @@ impl Variant {
         }
     }
 
-    /// Whether this is GPT-2's own (the GPU backend runs only the families' own variants).
+    /// Whether this is `arch`'s own variant (the GPU backend runs only the families' own).
     pub fn is_standard_for(&self, arch: Arch) -> bool {
         *self == Variant::of(arch)
     }

@@ -177,15 +177,11 @@ impl Session {
     /// (natively); in the browser a GPU session runs only through [`Session::run_async`].
     pub fn run(&mut self, tokens: &[u32], spec: &CaptureSpec) -> Result<Trace> {
         self.check_blocking()?;
-        if self.attended.take().is_some() {
-            self.truncate(0);
-        }
         let keep = self.begin_run(tokens, spec)?;
         self.extend_blocking(&tokens[keep..])?;
         Ok(self.trace(tokens.len() - keep))
     }
 
-    /// [`Session::run`] for callers that must not block: on a GPU it awaits the readback.
     /// Runs a padded sequence: keys where `attended` is false are read by no query (padding in a
     /// batch), and a query with nothing to read gets zeros. Always a full run on the CPU.
     pub fn run_padded(&mut self, tokens: &[u32], attended: &[bool], spec: &CaptureSpec) -> Result<Trace> {
@@ -207,10 +203,8 @@ impl Session {
         Ok(self.trace(tokens.len()))
     }
 
+    /// [`Session::run`] for callers that must not block: on a GPU it awaits the readback.
     pub async fn run_async(&mut self, tokens: &[u32], spec: &CaptureSpec) -> Result<Trace> {
-        if self.attended.take().is_some() {
-            self.truncate(0);
-        }
         let keep = self.begin_run(tokens, spec)?;
         self.extend(&tokens[keep..]).await?;
         Ok(self.trace(tokens.len() - keep))
@@ -241,6 +235,10 @@ impl Session {
         // (the next-token prediction) are kept only for the end of the cached sequence.
         if !(keep == tokens.len() && keep == self.tokens.len()) {
             keep = keep.min(tokens.len() - 1);
+        }
+        // A padded run's cache holds states computed with its mask: nothing of it is reused.
+        if self.attended.take().is_some() {
+            keep = 0;
         }
         self.truncate(keep);
         self.captures.narrow_to(spec);

@@ -175,17 +175,11 @@ pub fn params_of(model: &Model, layout: &ParamLayout) -> Result<Vec<f32>> {
 /// A tensor of the buffer as the checkpoint stores it (Conv1D weights transposed to `[in, out]`).
 pub fn stored(t: &ParamTensor, buffer: &[f32]) -> Vec<f32> {
     let values = &buffer[t.range.clone()];
-    if !t.conv1d {
-        return values.to_vec();
+    if t.conv1d {
+        super::pass::transpose(values, t.shape[0], t.shape[1])
+    } else {
+        values.to_vec()
     }
-    let (rows, cols) = (t.shape[0], t.shape[1]);
-    let mut out = vec![0f32; values.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = values[r * cols + c];
-        }
-    }
-    out
 }
 
 /// The stored shape of a tensor (`[in, out]` for Conv1D weights).

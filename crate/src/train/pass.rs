@@ -111,7 +111,8 @@ fn linear(out: &mut [f32], x: &[f32], w: &[f32], b: Option<&[f32]>, n: usize, n_
     matmul(out, n_out, x, WeightRows::F32(w), b, n, n_in, n_out, room);
 }
 
-fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+/// `x` (`[rows, cols]`) as `[cols, rows]`.
+pub(super) fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0f32; x.len()];
     for r in 0..rows {
         for c in 0..cols {

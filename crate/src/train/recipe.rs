@@ -111,8 +111,10 @@ impl Corpus {
             bytes[..split].iter().map(|&b| u32::from(b)).collect(),
             bytes[split..].iter().map(|&b| u32::from(b)).collect(),
         );
-        for (part, data) in [("training", &train), ("validation", &val)] {
-            if data.len() <= n_ctx && !(part == "validation" && val_fraction == 0.0) {
+        // No validation part is asked for with a fraction of 0.
+        let parts = [("training", &train, true), ("validation", &val, val_fraction > 0.0)];
+        for (part, data, needed) in parts {
+            if needed && data.len() <= n_ctx {
                 return Err(Error::InvalidArgument(format!(
                     "the {part} part has {} bytes: it needs more than one block of {n_ctx}",
                     data.len()

@@ -239,3 +239,54 @@ fn absurd_sizes_are_refused_before_allocating() {
     let err = trainer.loss_and_grads(&ids, &ids, rows).unwrap_err().to_string();
     assert!(err.contains("training"), "{err}");
 }
+
+/// The model gptlens trained and ships (`assets/models/gptlens-shakespeare`) behaves under gptlens
+/// as under PyTorch (`tests/fixtures/train/make_shipped_reference.py`, transformers'
+/// GPT2LMHeadModel on the same folder): the mean loss over 16 windows of held-out text — through
+/// the training pass, which measured the card's figure — within 1e-5, and all 256 next-byte
+/// probabilities after the page's opening prompt — through an inference session — within 1e-6.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn the_shipped_model_is_pytorchs() {
+    use gptlens::{CaptureSpec, Session};
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/models/gptlens-shakespeare");
+    let checkpoint = gptlens::Checkpoint::open(&folder).unwrap();
+    let reference: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(common::fixture("train/shipped/reference.json")).unwrap()).unwrap();
+    let bytes: Vec<u32> =
+        reference["held_out_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u32).collect();
+    let t = reference["context"].as_u64().unwrap() as usize;
+    let windows = (bytes.len() - 1) / t;
+    let mut trainer = Trainer::from_model(&checkpoint.model).unwrap();
+    let loss = trainer.loss(&bytes[..windows * t], &bytes[1..windows * t + 1], windows).unwrap();
+    let want = reference["held_out_loss"].as_f64().unwrap();
+    assert!((f64::from(loss) - want).abs() <= 1e-5, "held-out loss {loss} vs PyTorch's {want}");
+
+    let prompt: Vec<u32> = reference["prompt"].as_str().unwrap().bytes().map(u32::from).collect();
+    let trace = Session::new(checkpoint.model.clone()).run(&prompt, &CaptureSpec::none()).unwrap();
+    let probs = trace.probs(prompt.len() - 1, 1.0).unwrap();
+    let want: Vec<f64> = reference["next_byte_probs"].as_array().unwrap().iter().map(|p| p.as_f64().unwrap()).collect();
+    let worst = probs.iter().zip(&want).map(|(a, b)| (f64::from(*a) - b).abs()).fold(0.0, f64::max);
+    assert!(worst <= 1e-6, "next-byte probabilities differ by {worst}");
+}
+
+/// Every reduction has a fixed order whatever the thread count, so training gives the same bits
+/// on one thread and on three (the shipped model's card and `npm run train` rely on it): two
+/// clipped AdamW steps, parameters compared bit for bit.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn training_gives_the_same_bits_on_any_number_of_threads() {
+    let trained_on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let (mut trainer, reference) = fixture("gpt2");
+        let (inputs, targets, rows) = batch(&reference);
+        for _ in 0..2 {
+            pool.install(|| gptlens::kernels::pool::run_as_team(|| trainer.loss_and_grads(&inputs, &targets, rows)))
+                .unwrap();
+            trainer.clip_grad_norm(0.5);
+            trainer.adamw_step(&AdamW::default(), 1e-2);
+        }
+        trainer.to_safetensors().unwrap()
+    };
+    assert!(trained_on(1) == trained_on(3), "the parameters differ between 1 and 3 threads");
+}

@@ -128,6 +128,46 @@ test('typing a prompt shows its tokens, a map per head, and the next token', asy
   await page.close();
 });
 
+test('a first visit opens gptlens’s own Shakespeare model from the repository: every view at once, nothing fetched from elsewhere', async () => {
+  const dir = `${repo}/assets/models/gptlens-shakespeare`;
+  const shipped = Model.load({
+    'config.json': new Uint8Array(await readFile(`${dir}/config.json`)),
+    'model.safetensors': new Uint8Array(await readFile(`${dir}/model.safetensors`)),
+  });
+  const page = await browser.newPage({ viewport: SIZES.wide });
+  watchPolicy(page);
+  const elsewhere = [];
+  page.on('request', (request) => {
+    if (new URL(request.url()).origin !== new URL(server.url).origin) elsewhere.push(request.url());
+  });
+  await page.goto(server.url);
+  await page.locator('[data-testid=candidate]').first().waitFor({ timeout: 120_000 });
+  assert.match(await field(page, 'model'), /gptlens-shakespeare/);
+  const prompt = await page.getByTestId('prompt').inputValue();
+  assert.match(prompt, /^Romeo:\nBut soft/, 'a byte-level model opens on a scene to continue');
+  const tokens = shipped.encode(prompt);
+  assert.equal(tokens.length, new TextEncoder().encode(prompt).length, 'one token per byte');
+  const { nLayer, nHead } = shipped.info();
+  const canvases = await gridCanvases(page);
+  assert.equal(canvases.length, nLayer * nHead);
+  for (const canvas of canvases) assert.equal(canvas.painted, (canvas.width * (canvas.width + 1)) / 2);
+  assert.match(await page.getByTestId('layernorm').innerText(), /through the depth/);
+  const trace = shipped.run(tokens, []);
+  const shown = await candidates(page);
+  const expected = trace.topK(shown.length);
+  assert.deepEqual(shown.map(({ id }) => id), expected.map(({ id }) => id), 'the package’s next bytes, in its order');
+  for (const [i, { prob }] of shown.entries()) assert.ok(Math.abs(prob - expected[i].prob) <= 1e-5);
+  // After “Juliet:” and a new line, a speech begins: a capital letter is the likeliest byte.
+  assert.match(String.fromCharCode(shown[0].id), /[A-Z]/);
+  // The other models stay one choice away.
+  const listed = await page.getByTestId('model-select').locator('option').allInnerTexts();
+  if (existsSync(`${repo}/assets/models/SmolLM2-135M-Instruct.Q4_1.gguf`)) assert.ok(listed.some((name) => /SmolLM2/.test(name)), listed.join('; '));
+  assert.deepEqual(elsewhere, [], 'no request left the page’s origin');
+  trace.free();
+  shipped.free();
+  await page.close();
+});
+
 test('the probabilities shown sum to at most 1 and equal the engine’s', async () => {
   const page = await openPage({ prompt: PROMPT });
   const trace = engine.run(engine.encode(PROMPT), []);

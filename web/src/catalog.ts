@@ -35,13 +35,20 @@ export async function fetchCatalog(): Promise<Catalog> {
 }
 
 /**
- * The `?model=` choice if listed (and there), else the first real decoder, else the first real
- * model, else the GPT-2 fixture, else anything that can be loaded.
+ * The model gptlens trained and ships in the repository (assets/models/gptlens-shakespeare: 3 MB,
+ * no download), which a first visit opens.
+ */
+export const SHIPPED_MODEL = 'assets/gptlens-shakespeare';
+
+/**
+ * The `?model=` choice if listed (and there), else the shipped model, else the first real decoder,
+ * else the first real model, else the GPT-2 fixture, else anything that can be loaded.
  */
 export function defaultModel(catalog: Catalog, requested: string | null): CatalogModel | undefined {
   const models = catalog.models.filter((model) => model.unavailable === undefined);
   return (
     models.find((model) => model.id === requested) ??
+    models.find((model) => model.id === SHIPPED_MODEL) ??
     models.find((model) => model.kind === 'model' && !model.encoder) ??
     models.find((model) => model.kind === 'model') ??
     models.find((model) => model.id === 'fixtures/gpt2-tiny-f32') ??

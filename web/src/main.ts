@@ -27,6 +27,7 @@ import { EXAMPLES } from './views/prompt.ts';
 
 // The indirect-object task from interpretability work: a prompt whose heads are worth a look.
 const DEFAULT_PROMPT = EXAMPLES[0]!.prompt;
+const BYTE_MODEL_PROMPT = 'Romeo:\nBut soft, what light through yonder window breaks?\n\nJuliet:\n';
 
 function panel(id: string): HTMLElement {
   const element = document.getElementById(id);
@@ -83,6 +84,8 @@ let restore: { head: HeadRef | undefined; query: number | undefined; finderKey: 
   query: address.query,
   finderKey: address.finderKey,
 };
+// Whether the next model is the page's first and the address gave no prompt.
+let opening = address.prompt === undefined;
 // One state change: views never see the new model with the old model's analysis.
 const loader = new Loader(store, (model, keepView = false) => {
   const { nLayer, nHead } = model.engine.info;
@@ -99,8 +102,13 @@ const loader = new Loader(store, (model, keepView = false) => {
     const [layer, unit] = name.split('.');
     return Number(layer) < nLayer && (unit === 'mlp' || Number(unit) < nHead);
   });
-  // An encoder opens on a sentence to compare rather than the decoders' default prompt.
-  const prompt = model.engine.encoder && store.state.prompt === DEFAULT_PROMPT ? ENCODER_PROMPT : store.state.prompt;
+  // An encoder opens on a sentence to compare rather than the decoders' default prompt; the page's
+  // first model, when byte-level (gptlens's own, trained on Shakespeare) and the address names no
+  // prompt, on a scene to continue.
+  const byDefault = store.state.prompt === DEFAULT_PROMPT;
+  const scene = byDefault && opening && model.engine.info.vocabSize === 256;
+  opening = false;
+  const prompt = byDefault && model.engine.encoder ? ENCODER_PROMPT : scene ? BYTE_MODEL_PROMPT : store.state.prompt;
   store.set({ model, prompt, loading: undefined, analysis: undefined, next: undefined, similarity: undefined, headScores: undefined, finderKey, ablated, head, query, lensTarget, redraw: NO_REDRAWS });
   live.modelChanged();
 }, threadsParameter());

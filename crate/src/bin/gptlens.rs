@@ -795,6 +795,12 @@ struct TrainingFile {
     recipe: gptlens::train::recipe::Recipe,
     val_fraction: f32,
     state: gptlens::train::recipe::RunState,
+    /// Seconds spent training, over every resumed part.
+    #[serde(default)]
+    seconds: f64,
+    /// The loss over the whole validation part (`recipe::held_out_loss`), once the run is complete.
+    #[serde(default)]
+    held_out_loss: Option<f32>,
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
@@ -814,12 +820,12 @@ fn train(a: TrainArgs) -> Result<()> {
         shape: Option<Shape>,
         recipe: Option<Recipe>,
     }
-    let (base, mut state, val_fraction) = if a.resume {
+    let (base, mut state, val_fraction, seconds_before) = if a.resume {
         let file: TrainingFile = read_json(&saved)?;
-        (Partial { shape: Some(file.shape), recipe: Some(file.recipe) }, file.state, file.val_fraction)
+        (Partial { shape: Some(file.shape), recipe: Some(file.recipe) }, file.state, file.val_fraction, file.seconds)
     } else {
         let partial = a.config.as_deref().map(read_json::<Partial>).transpose()?.unwrap_or_default();
-        (partial, RunState::default(), a.val_fraction)
+        (partial, RunState::default(), a.val_fraction, 0.0)
     };
     let mut shape = base.shape.unwrap_or(Shape { n_layer: 4, n_head: 4, d_model: 128, n_ctx: 64, sinusoidal: false });
     let mut r = base.recipe.unwrap_or_default();
@@ -867,7 +873,9 @@ fn train(a: TrainArgs) -> Result<()> {
         r.batch,
         shape.n_ctx
     ));
-    let save = |trainer: &Trainer, state: &RunState| -> Result<()> {
+    let clock = std::time::Instant::now();
+    let now = || clock.elapsed().as_secs_f64();
+    let save = |trainer: &Trainer, state: &RunState, held_out_loss: Option<f32>| -> Result<()> {
         let write = |name: &str, bytes: &[u8]| {
             let path = a.out.join(name);
             std::fs::write(&path, bytes).map_err(|source| Error::Write { path: path.display().to_string(), source })
@@ -875,16 +883,17 @@ fn train(a: TrainArgs) -> Result<()> {
         write("config.json", trainer.config_json().as_bytes())?;
         write("model.safetensors", &trainer.to_safetensors()?)?;
         write("optimizer.safetensors", &trainer.optimizer_state()?)?;
-        let file = TrainingFile { shape, recipe: r, val_fraction, state: state.clone() };
+        let seconds = seconds_before + now();
+        let file = TrainingFile { shape, recipe: r, val_fraction, state: state.clone(), seconds, held_out_loss };
         write("training.json", serde_json::to_string(&file).unwrap_or_default().as_bytes())
     };
-    let clock = std::time::Instant::now();
-    let now = || clock.elapsed().as_secs_f64();
     let report_every = (r.steps / 100).max(1);
     let save_every = a.save_every.max(1);
+    let first_step = state.step;
     let mut on_step = |p: &recipe::Progress| {
         if p.step.is_multiple_of(report_every) || p.val_loss.is_some() {
-            let remaining = (p.steps - p.step) as f64 * p.seconds / p.step.max(1) as f64;
+            // This invocation's pace (a `run` call's own figures restart at every save).
+            let remaining = (p.steps - p.step) as f64 * now() / (p.step - first_step).max(1) as f64;
             let val = p.val_loss.map_or(String::new(), |v| format!(" · val {v:.4}"));
             notice(&format!(
                 "step {}/{} · loss {:.4}{val} · lr {:.2e} · {:.0} tok/s · ETA {:.0} s",
@@ -897,10 +906,16 @@ fn train(a: TrainArgs) -> Result<()> {
     let last = a.stop_at.unwrap_or(r.steps).min(r.steps);
     while state.step < last {
         recipe::run(&mut trainer, &corpus, &r, &mut state, &now, &mut on_step)?;
-        save(&trainer, &state)?;
+        save(&trainer, &state, None)?;
+    }
+    let mut held_out = String::new();
+    if state.step == r.steps && !corpus.val.is_empty() {
+        let loss = gptlens::kernels::pool::run_as_team(|| recipe::held_out_loss(&mut trainer, &corpus, r.batch))?;
+        save(&trainer, &state, Some(loss))?;
+        held_out = format!(", the whole validation part {loss:.4} nats/byte");
     }
     notice(&format!(
-        "wrote {} (final loss {:.4}{})",
+        "wrote {} (final loss {:.4}{}{held_out})",
         a.out.display(),
         state.losses.last().copied().unwrap_or(f32::NAN),
         state.val_losses.last().map_or(String::new(), |(_, v)| format!(", validation {v:.4}"))

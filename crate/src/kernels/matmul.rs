@@ -1,13 +1,13 @@
 //! `out[t, o] = bias[o] + Σ_i x[t, i] · w[o, i]` — every linear layer of the model.
 //!
 //! Weights are `[out, in]`, so each output is a dot product of two contiguous rows. Work is split
-//! across threads by tiles of output rows; within a tile, each weight row is loaded once and
-//! multiplied with four tokens at a time (prefill), or four rows meet one token (decode: a matvec,
-//! where four independent accumulator chains keep the SIMD units busy).
+//! across threads by tiles of output rows; within a tile, weight rows meet four tokens at a time
+//! (prefill: two f32 rows or one packed row per pass), or four rows meet one token (decode: a
+//! matvec, where four independent accumulator chains keep the SIMD units busy).
 
 use std::cell::RefCell;
 
-use super::dot_rows;
+use super::dot_block;
 use super::packed::{self, Input, PackedType};
 use super::pool;
 use super::quant::{dot_rows_quant, GgmlType};
@@ -79,8 +79,36 @@ struct Shape {
     n_in: usize,
 }
 
-/// One tile of an f32 or block matrix, with the kernels the target supports best. Every kernel
-/// has the lane order of [`dot_rows`], so all give the same bits.
+/// The f32 dot-product blocks a target runs best. Every one has the lane order of [`dot_block`],
+/// so all give the same bits.
+trait DotBlock {
+    /// # Safety
+    /// The CPU must have the implementation's target features, and every row the first's length.
+    unsafe fn block<const W: usize, const R: usize>(ws: [&[f32]; W], xs: [&[f32]; R]) -> [[f32; R]; W];
+}
+
+/// The portable kernel, which is the SIMD128 one whenever a wasm build has SIMD128.
+struct Portable;
+
+impl DotBlock for Portable {
+    #[inline(always)]
+    unsafe fn block<const W: usize, const R: usize>(ws: [&[f32]; W], xs: [&[f32]; R]) -> [[f32; R]; W] {
+        dot_block(ws, xs)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+struct Avx;
+
+#[cfg(target_arch = "x86_64")]
+impl DotBlock for Avx {
+    #[inline(always)]
+    unsafe fn block<const W: usize, const R: usize>(ws: [&[f32]; W], xs: [&[f32]; R]) -> [[f32; R]; W] {
+        super::x86::dot_block(ws, xs)
+    }
+}
+
+/// One tile of an f32 or block matrix, with the kernels the target supports best.
 unsafe fn matmul_tile(
     out: Out,
     x: &[f32],
@@ -89,31 +117,21 @@ unsafe fn matmul_tile(
     s: Shape,
     rows: std::ops::Range<usize>,
 ) {
+    let dest = Dest { out, x, bias, s };
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx") {
-            return tile_avx(out, x, w, bias, s, rows);
+            return tile_avx(dest, w, rows);
         }
     }
-    // wasm: `dot_rows` is the SIMD128 kernel whenever the build has SIMD128.
-    tile(out, x, w, bias, s, rows, dot_rows::<4>, dot_rows::<1>)
+    tile::<Portable>(dest, w, rows)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-unsafe fn tile_avx(out: Out, x: &[f32], w: WeightRows, bias: Option<&[f32]>, s: Shape, rows: std::ops::Range<usize>) {
-    use super::x86;
-    // SAFETY (both closures): AVX was detected by the caller; rows all have n_in values.
-    tile(
-        out,
-        x,
-        w,
-        bias,
-        s,
-        rows,
-        |w, xs| unsafe { x86::dot_rows::<4>(w, xs) },
-        |w, xs| unsafe { x86::dot_rows::<1>(w, xs) },
-    )
+unsafe fn tile_avx(dest: Dest, w: WeightRows, rows: std::ops::Range<usize>) {
+    // SAFETY: AVX was detected by the caller.
+    unsafe { tile::<Avx>(dest, w, rows) }
 }
 
 thread_local! {
@@ -121,40 +139,98 @@ thread_local! {
     static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Output rows `rows` for every token: four tokens per pass over a weight row, then the rest.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile(
+/// Where a tile's results go: `out[t·ld + o] = bias[o] + w[o] · x[t]`.
+#[derive(Clone, Copy)]
+struct Dest<'a> {
     out: Out,
-    x: &[f32],
-    w: WeightRows,
-    bias: Option<&[f32]>,
+    x: &'a [f32],
+    bias: Option<&'a [f32]>,
     s: Shape,
-    rows: std::ops::Range<usize>,
-    dot4: impl Fn(&[f32], [&[f32]; 4]) -> [f32; 4],
-    dot1: impl Fn(&[f32], [&[f32]; 1]) -> [f32; 1],
-) {
-    let Shape { ld, n_tok, n_in } = s;
-    let xrow = |t: usize| &x[t * n_in..(t + 1) * n_in];
-    let store = |t: usize, o: usize, v: f32| *out.0.add(t * ld + o) = v + bias.map_or(0.0, |b| b[o]);
-    let all_tokens = |wo: &[f32], o: usize| {
+}
+
+impl<'a> Dest<'a> {
+    #[inline(always)]
+    fn x_row(&self, t: usize) -> &'a [f32] {
+        &self.x[t * self.s.n_in..(t + 1) * self.s.n_in]
+    }
+
+    /// # Safety
+    /// `t·ld + o` must lie in `out` and belong to the calling task's tile.
+    #[inline(always)]
+    unsafe fn store(&self, t: usize, o: usize, v: f32) {
+        *self.out.0.add(t * self.s.ld + o) = v + self.bias.map_or(0.0, |b| b[o]);
+    }
+
+    /// Outputs `o..o + W` of tokens `t..t + R`, from the weight rows `ws`.
+    #[inline(always)]
+    unsafe fn block<K: DotBlock, const W: usize, const R: usize>(&self, ws: [&[f32]; W], o: usize, t: usize) {
+        let xs: [&[f32]; R] = std::array::from_fn(|r| self.x_row(t + r));
+        for (w, row) in K::block(ws, xs).into_iter().enumerate() {
+            for (r, v) in row.into_iter().enumerate() {
+                self.store(t + r, o + w, v);
+            }
+        }
+    }
+
+    /// Output `o` for every token, from its weight row: four tokens per pass over the row, then one.
+    #[inline(always)]
+    unsafe fn all_tokens<K: DotBlock>(&self, w: &[f32], o: usize) {
+        let n_tok = self.s.n_tok;
         let mut t = 0;
         while t + 4 <= n_tok {
-            let d = dot4(wo, [xrow(t), xrow(t + 1), xrow(t + 2), xrow(t + 3)]);
-            for (r, v) in d.into_iter().enumerate() {
-                store(t + r, o, v);
-            }
+            self.block::<K, 1, 4>([w], o, t);
             t += 4;
         }
-        while t < n_tok {
-            store(t, o, dot1(wo, [xrow(t)])[0]);
-            t += 1;
+        for t in t..n_tok {
+            self.block::<K, 1, 1>([w], o, t);
         }
-    };
+    }
+
+    /// Tokens `t..t + R` against every row of `rows` (f32 weights), two rows per pass.
+    #[inline(always)]
+    unsafe fn rows_in_pairs<K: DotBlock, const R: usize>(&self, w: &[f32], rows: std::ops::Range<usize>, t: usize) {
+        let n_in = self.s.n_in;
+        let row = |o: usize| &w[o * n_in..(o + 1) * n_in];
+        let mut o = rows.start;
+        while o + 2 <= rows.end {
+            self.block::<K, 2, R>([row(o), row(o + 1)], o, t);
+            o += 2;
+        }
+        if o < rows.end {
+            self.block::<K, 1, R>([row(o)], o, t);
+        }
+    }
+}
+
+/// Output rows `rows` for every token. f32 rows go in blocks: with fewer than four tokens (decode)
+/// four rows meet each token, so four independent sums are in flight; otherwise two rows meet four
+/// tokens (eight sums sharing six loads per group of lanes), the tokens in the outer loop so that
+/// their rows stay in the L1 cache while the tile's weight rows pass.
+#[inline(always)]
+unsafe fn tile<K: DotBlock>(dest: Dest, w: WeightRows, rows: std::ops::Range<usize>) {
+    let Shape { n_tok, n_in, .. } = dest.s;
     match w {
+        WeightRows::F32(w) if n_tok < 4 => {
+            let row = |o: usize| &w[o * n_in..(o + 1) * n_in];
+            for t in 0..n_tok {
+                let mut o = rows.start;
+                while o + 4 <= rows.end {
+                    dest.block::<K, 4, 1>([row(o), row(o + 1), row(o + 2), row(o + 3)], o, t);
+                    o += 4;
+                }
+                for o in o..rows.end {
+                    dest.block::<K, 1, 1>([row(o)], o, t);
+                }
+            }
+        }
         WeightRows::F32(w) => {
-            for o in rows {
-                all_tokens(&w[o * n_in..(o + 1) * n_in], o);
+            let mut t = 0;
+            while t + 4 <= n_tok {
+                dest.rows_in_pairs::<K, 4>(w, rows.clone(), t);
+                t += 4;
+            }
+            for t in t..n_tok {
+                dest.rows_in_pairs::<K, 1>(w, rows.clone(), t);
             }
         }
         // Decode: one pass over each block, decoded on the fly.
@@ -162,7 +238,11 @@ unsafe fn tile(
             let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
             for o in rows {
                 for t in 0..n_tok {
-                    store(t, o, dot_rows_quant::<1>(ty, &b[o * row_bytes..(o + 1) * row_bytes], [xrow(t)])[0]);
+                    dest.store(
+                        t,
+                        o,
+                        dot_rows_quant::<1>(ty, &b[o * row_bytes..(o + 1) * row_bytes], [dest.x_row(t)])[0],
+                    );
                 }
             }
         }
@@ -172,7 +252,7 @@ unsafe fn tile(
             let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
             for o in rows {
                 super::quant::dequantize_row(ty, &b[o * row_bytes..(o + 1) * row_bytes], row);
-                all_tokens(row, o);
+                dest.all_tokens::<K>(row, o);
             }
         }),
         WeightRows::Packed(..) => unreachable!("packed matrices go to `packed_tile`"),

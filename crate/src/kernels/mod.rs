@@ -7,7 +7,7 @@
 //! produce bit-identical logits, and seeded sampling gives the same text everywhere. For the same
 //! reason `exp` and `tanh` come from the pure-Rust `libm` crate rather than the platform's C library.
 //!
-//! The innermost loops ([`dot_rows`], [`sum`], [`add_scaled`]) are written twice: portably in
+//! The innermost loops ([`dot_block`], [`sum`], [`add_scaled`]) are written twice: portably in
 //! [`scalar`], the definition of the lane order and the fallback everywhere, and with explicit
 //! wasm SIMD128 instructions in `simd128`, used in wasm builds with SIMD enabled (LLVM's own
 //! vectorisation of the portable code is up to 3× slower there) and tested bit for bit against
@@ -47,10 +47,20 @@ pub fn fold_lanes(a: [f32; LANES]) -> f32 {
 /// of them. Each of the `R` results has the same summation order as `dot(w, x)` alone.
 #[inline(always)]
 pub fn dot_rows<const R: usize>(w: &[f32], xs: [&[f32]; R]) -> [f32; R] {
-    for x in &xs {
-        assert_eq!(x.len(), w.len(), "dot product of rows with different lengths");
+    let [row] = dot_block([w], xs);
+    row
+}
+
+/// Dot products of `W` weight rows with `R` input rows (`[w][r]`): each row is loaded once per
+/// group of lanes for all its partners, and the `W·R` independent sums keep the vector units busy.
+/// Every result has the summation order of `dot(w, x)` alone.
+#[inline(always)]
+pub fn dot_block<const W: usize, const R: usize>(ws: [&[f32]; W], xs: [&[f32]; R]) -> [[f32; R]; W] {
+    let n = ws.first().map_or(0, |w| w.len());
+    for row in ws.iter().chain(&xs) {
+        assert_eq!(row.len(), n, "dot product of rows with different lengths");
     }
-    arch::dot_rows(w, xs)
+    arch::dot_block(ws, xs)
 }
 
 #[inline(always)]
@@ -104,6 +114,12 @@ pub(crate) mod tests {
         let four = dot_rows::<4>(&w, [&xs[0], &xs[1], &xs[2], &xs[3]]);
         for r in 0..4 {
             assert_eq!(four[r].to_bits(), dot(&w, &xs[r]).to_bits());
+        }
+        let w2: Vec<f32> = w.iter().map(|v| v * -1.7 + 0.3).collect();
+        let block = dot_block::<2, 4>([&w, &w2], [&xs[0], &xs[1], &xs[2], &xs[3]]);
+        for r in 0..4 {
+            assert_eq!(block[0][r].to_bits(), dot(&w, &xs[r]).to_bits());
+            assert_eq!(block[1][r].to_bits(), dot(&w2, &xs[r]).to_bits());
         }
     }
 }

@@ -5,29 +5,34 @@
 
 use super::{fold_lanes, LANES};
 
-/// [`super::dot_rows`] without its length check: product `i` goes to partial sum `i % LANES`.
+/// [`super::dot_block`] without its length checks: product `i` of every pair goes to partial sum
+/// `i % LANES`.
 #[inline(always)]
-pub fn dot_rows<const R: usize>(w: &[f32], xs: [&[f32]; R]) -> [f32; R] {
-    let n = w.len();
-    let mut acc = [[0.0f32; LANES]; R];
+pub fn dot_block<const W: usize, const R: usize>(ws: [&[f32]; W], xs: [&[f32]; R]) -> [[f32; R]; W] {
+    let n = ws.first().map_or(0, |w| w.len());
+    let mut acc = [[[0.0f32; LANES]; R]; W];
     let full = n - n % LANES;
     let mut i = 0;
     while i < full {
-        let wl = &w[i..i + LANES];
-        for r in 0..R {
-            let xl = &xs[r][i..i + LANES];
-            for l in 0..LANES {
-                acc[r][l] += wl[l] * xl[l];
+        for (w, acc) in ws.iter().zip(&mut acc) {
+            let wl = &w[i..i + LANES];
+            for r in 0..R {
+                let xl = &xs[r][i..i + LANES];
+                for l in 0..LANES {
+                    acc[r][l] += wl[l] * xl[l];
+                }
             }
         }
         i += LANES;
     }
     for j in full..n {
-        for r in 0..R {
-            acc[r][j - full] += w[j] * xs[r][j];
+        for (w, acc) in ws.iter().zip(&mut acc) {
+            for r in 0..R {
+                acc[r][j - full] += w[j] * xs[r][j];
+            }
         }
     }
-    acc.map(fold_lanes)
+    acc.map(|rows| rows.map(fold_lanes))
 }
 
 /// [`super::sum`]: element `i` goes to partial sum `i % LANES`.

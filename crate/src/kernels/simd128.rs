@@ -43,29 +43,34 @@ fn unpack(lo: v128, hi: v128) -> [f32; LANES] {
     ]
 }
 
-/// [`super::scalar::dot_rows`].
+/// [`super::scalar::dot_block`].
 #[inline(always)]
-pub fn dot_rows<const R: usize>(w: &[f32], xs: [&[f32]; R]) -> [f32; R] {
-    let (w_groups, w_tail) = w.as_chunks::<LANES>();
+pub fn dot_block<const W: usize, const R: usize>(ws: [&[f32]; W], xs: [&[f32]; R]) -> [[f32; R]; W] {
+    let n = ws.first().map_or(0, |w| w.len());
+    let w_groups = ws.map(|w| w.as_chunks::<LANES>().0);
     let x_groups = xs.map(|x| x.as_chunks::<LANES>().0);
-    let mut lo = [f32x4_splat(0.0); R];
-    let mut hi = [f32x4_splat(0.0); R];
-    for (g, w_group) in w_groups.iter().enumerate() {
-        let (w_lo, w_hi) = load(w_group);
-        for r in 0..R {
-            let (x_lo, x_hi) = load(&x_groups[r][g]);
-            lo[r] = f32x4_add(lo[r], f32x4_mul(w_lo, x_lo));
-            hi[r] = f32x4_add(hi[r], f32x4_mul(w_hi, x_hi));
+    let mut lo = [[f32x4_splat(0.0); R]; W];
+    let mut hi = [[f32x4_splat(0.0); R]; W];
+    for g in 0..n / LANES {
+        for w in 0..W {
+            let (w_lo, w_hi) = load(&w_groups[w][g]);
+            for r in 0..R {
+                let (x_lo, x_hi) = load(&x_groups[r][g]);
+                lo[w][r] = f32x4_add(lo[w][r], f32x4_mul(w_lo, x_lo));
+                hi[w][r] = f32x4_add(hi[w][r], f32x4_mul(w_hi, x_hi));
+            }
         }
     }
-    let full = w.len() - w_tail.len();
-    let mut out = [0.0; R];
-    for r in 0..R {
-        let mut acc = unpack(lo[r], hi[r]);
-        for (l, (w, x)) in w_tail.iter().zip(&xs[r][full..]).enumerate() {
-            acc[l] += w * x;
+    let full = n - n % LANES;
+    let mut out = [[0.0; R]; W];
+    for w in 0..W {
+        for r in 0..R {
+            let mut acc = unpack(lo[w][r], hi[w][r]);
+            for (l, (a, b)) in ws[w][full..].iter().zip(&xs[r][full..]).enumerate() {
+                acc[l] += a * b;
+            }
+            out[w][r] = fold_lanes(acc);
         }
-        out[r] = fold_lanes(acc);
     }
     out
 }
@@ -332,19 +337,17 @@ mod tests {
     const PACKED_TYPES: [PackedType; 4] = [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0, PackedType::Q5_1];
 
     #[wasm_bindgen_test]
-    fn dot_rows_of_every_ragged_length_match_the_portable_code_bit_for_bit() {
+    fn dot_blocks_of_every_ragged_length_match_the_portable_code_bit_for_bit() {
         for n in 0..100 {
-            let w = wild(n, 1);
+            let ws: Vec<Vec<f32>> = (10..13).map(|seed| wild(n, seed)).collect();
             let xs: Vec<Vec<f32>> = (2..6).map(|seed| wild(n, seed)).collect();
+            let three = [ws[0].as_slice(), &ws[1], &ws[2]];
             let four = [xs[0].as_slice(), &xs[1], &xs[2], &xs[3]];
+            let bits = |b: [[f32; 4]; 3]| b.map(|row| row.map(f32::to_bits));
+            assert_eq!(bits(super::dot_block(three, four)), bits(scalar::dot_block(three, four)), "n = {n}");
             assert_eq!(
-                super::dot_rows::<4>(&w, four).map(f32::to_bits),
-                scalar::dot_rows::<4>(&w, four).map(f32::to_bits),
-                "n = {n}"
-            );
-            assert_eq!(
-                super::dot_rows::<1>(&w, [&xs[0]])[0].to_bits(),
-                scalar::dot_rows::<1>(&w, [&xs[0]])[0].to_bits(),
+                super::dot_block([&ws[0]], [&xs[0]])[0][0].to_bits(),
+                scalar::dot_block([&ws[0]], [&xs[0]])[0][0].to_bits(),
                 "n = {n}"
             );
         }

@@ -1,5 +1,5 @@
 //! Explicit AVX/AVX2 versions of the hottest reductions for x86-64, chosen at run time:
-//! [`dot_rows`] (f32 weights) and [`dot_packed`] (packed Q4_0 / Q4_1 / Q8_0 / Q5_1 weights).
+//! [`dot_block`] (f32 weights) and [`dot_packed`] (packed Q4_0 / Q4_1 / Q8_0 / Q5_1 weights).
 //!
 //! Lane `l` of the 256-bit accumulator is partial sum `l` of the portable code, the tail goes to
 //! the same lanes, and the fold is [`super::fold_lanes`]: results are bit-identical to the
@@ -10,33 +10,37 @@ use std::arch::x86_64::*;
 use super::packed::{Input, PackedType, BLOCK};
 use super::{fold_lanes, LANES};
 
-/// Dot products of one weight row with `R` input rows.
+/// [`super::dot_block`]: `W` weight rows against `R` input rows.
 ///
 /// # Safety
-/// The CPU must support AVX, and every row must have `w.len()` values.
+/// The CPU must support AVX, and every row must have the first weight row's length.
 #[target_feature(enable = "avx")]
-pub unsafe fn dot_rows<const R: usize>(w: &[f32], xs: [&[f32]; R]) -> [f32; R] {
-    let n = w.len();
+pub unsafe fn dot_block<const W: usize, const R: usize>(ws: [&[f32]; W], xs: [&[f32]; R]) -> [[f32; R]; W] {
+    let n = ws.first().map_or(0, |w| w.len());
     let full = n - n % LANES;
-    let mut acc = [_mm256_setzero_ps(); R];
+    let mut acc = [[_mm256_setzero_ps(); R]; W];
     let mut i = 0;
     while i < full {
-        // SAFETY: i + LANES ≤ full ≤ n, the length of w and of every x.
-        let wv = _mm256_loadu_ps(w.as_ptr().add(i));
-        for r in 0..R {
-            let xv = _mm256_loadu_ps(xs[r].as_ptr().add(i));
-            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(wv, xv));
+        for w in 0..W {
+            // SAFETY: i + LANES ≤ full ≤ n, the length of every row.
+            let wv = _mm256_loadu_ps(ws[w].as_ptr().add(i));
+            for r in 0..R {
+                let xv = _mm256_loadu_ps(xs[r].as_ptr().add(i));
+                acc[w][r] = _mm256_add_ps(acc[w][r], _mm256_mul_ps(wv, xv));
+            }
         }
         i += LANES;
     }
-    let mut out = [0.0; R];
-    for r in 0..R {
-        let mut lanes = [0.0f32; LANES];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r]);
-        for j in full..n {
-            lanes[j - full] += w[j] * xs[r][j];
+    let mut out = [[0.0; R]; W];
+    for w in 0..W {
+        for r in 0..R {
+            let mut lanes = [0.0f32; LANES];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), acc[w][r]);
+            for j in full..n {
+                lanes[j - full] += ws[w][j] * xs[r][j];
+            }
+            out[w][r] = fold_lanes(lanes);
         }
-        out[r] = fold_lanes(lanes);
     }
     out
 }
@@ -210,12 +214,14 @@ mod tests {
             return eprintln!("no AVX on this CPU: nothing to compare");
         }
         for n in [1, 7, 8, 9, 64, 77, 768] {
-            let w: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 5.0).collect();
+            let ws: Vec<Vec<f32>> =
+                (0..2).map(|r| (0..n).map(|i| ((i + r) as f32 * 0.37).sin() * 5.0).collect()).collect();
             let xs: Vec<Vec<f32>> = (0..4).map(|r| (0..n).map(|i| ((i + r) as f32 * 0.11).cos()).collect()).collect();
-            let rows = [&xs[0][..], &xs[1], &xs[2], &xs[3]];
+            let (weights, rows) = ([&ws[0][..], &ws[1]], [&xs[0][..], &xs[1], &xs[2], &xs[3]]);
+            let bits = |b: [[f32; 4]; 2]| b.map(|row| row.map(f32::to_bits));
             // SAFETY: AVX checked above; all rows have n values.
-            let fast = unsafe { super::dot_rows::<4>(&w, rows) };
-            assert_eq!(fast.map(f32::to_bits), super::super::dot_rows::<4>(&w, rows).map(f32::to_bits), "n = {n}");
+            let fast = unsafe { super::dot_block(weights, rows) };
+            assert_eq!(bits(fast), bits(super::super::scalar::dot_block(weights, rows)), "n = {n}");
         }
     }
 

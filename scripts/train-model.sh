@@ -3,7 +3,7 @@
 # shipped one was trained with (assets/models/gptlens-shakespeare/training.json) on the corpus the
 # setup fetched, into target/train/gptlens-shakespeare (GPTLENS_TRAIN_OUT), then checks that its
 # loss over the whole validation part is within 0.05 nats/byte of the shipped model's, and draws its
-# loss curve. About 25 minutes on 2 cores (GPTLENS_THREADS: the worker threads, default all).
+# loss curve. About 19 minutes on 2 cores (GPTLENS_THREADS: the worker threads, default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh

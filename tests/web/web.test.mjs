@@ -1670,7 +1670,16 @@ test('train in the page: Tiny learns Hamlet, pauses and resumes, the views follo
   // The full corpus is offered when the server has it (assets/data, fetched by setup).
   const corpus = existsSync(`${repo}/assets/data/shakespeare.txt`);
   await page.waitForFunction((wanted) => Boolean(document.querySelector('[data-testid=train-text] option[value=shakespeare]')) === wanted, corpus);
+  // The shipped model's shape brings its recipe (assets/models/gptlens-shakespeare/training.json).
+  await page.getByLabel('Shape', { exact: true }).selectOption('shipped');
+  const shipped = JSON.parse(await readFile(`${repo}/assets/models/gptlens-shakespeare/training.json`, 'utf8'));
+  assert.deepEqual(
+    await Promise.all(['Steps', 'Batch', 'Learning rate'].map((label) => page.getByLabel(label, { exact: true }).inputValue())),
+    [shipped.recipe.steps, shipped.recipe.batch, shipped.recipe.lr].map(String),
+  );
   await page.getByLabel('Shape', { exact: true }).selectOption('tiny');
+  await page.getByLabel('Batch', { exact: true }).fill('12');
+  await page.getByLabel('Learning rate', { exact: true }).fill('0.001');
   await page.getByLabel('Steps', { exact: true }).fill('40');
   await page.getByTestId('train-start').click();
   // Pause once a few steps are done: the model of that moment becomes the page's.

@@ -1,9 +1,11 @@
 // `npm run bench:train`: gptlens's training throughput next to PyTorch's on the CPU, same shape,
-// batch, data and optimizer (crate/examples/bench_train.rs and torch_train.py beside this file), in
-// one alternating run: each round runs both engines at 1 and at 2 threads, the order of the two
-// flipped every round, the 1-minute load average read before every run. Reports each side's pooled
-// median tokens/s with its min–max and the ratio of medians; a run that started with the load above
-// the core count is marked and left out of the medians.
+// batch, data and optimizer (crate/examples/bench_train.rs and torch_train.py beside this file),
+// and gptlens's wasm build in headless Chromium (page.mjs: the package's worker client, as the
+// page's Train panel trains), in one alternating run: each round runs the three at 1 and at 2
+// threads, the order rotated every round, the 1-minute load average read before every run. Reports
+// each one's pooled median tokens/s with its min–max and the ratios of medians; a run that started
+// with the load above the core count is marked and left out of the medians. Without Chromium or the
+// wasm build (npm run build:wasm) the browser column says so.
 //
 //   TORCH_PYTHON=/path/to/venv/bin/python npm run bench:train [-- --rounds 5 --steps 40 --threads 1,2]
 //
@@ -14,6 +16,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { launchChromium, openPage, serve } from '../../support/browser.mjs';
 
 const repo = fileURLToPath(new URL('../../..', import.meta.url));
 const option = (name, fallback) => {
@@ -40,16 +43,45 @@ const engines = {
   pytorch: (threads) => [python, [`${repo}/tests/bench/train/torch_train.py`, '--data', data, '--threads', String(threads), '--steps', steps]],
 };
 
+// The browser half: the package's threaded build needs a cross-origin-isolated page.
+let browser;
+let server;
+let page;
+let browserMissing;
+if (!existsSync(`${repo}/crate/js/dist/index.js`)) browserMissing = 'no wasm build (npm run build:wasm)';
+else {
+  try {
+    server = await serve({ '/pkg/': `${repo}/crate/js`, '/tests/': `${repo}/tests`, '/data/': `${repo}/assets/data` }, { isolated: true, limitSeconds: 3600 });
+    browser = await launchChromium();
+    page = await openPage(browser, `${server.url}/tests/browser/index.html`);
+  } catch (error) {
+    browserMissing = `no headless Chromium (${error.message})`;
+  }
+}
+engines.wasm = async (threads) =>
+  page.evaluate((options) => import('/tests/bench/train/page.mjs').then((bench) => bench.trainBench(options)), {
+    threads,
+    steps: Number(steps),
+    warmup: 5,
+    textUrl: '/data/shakespeare.txt',
+  });
+
 const cores = cpus().length;
 const results = []; // { engine, threads, tokensPerSecond, load, starved, label }
 for (let round = 0; round < rounds; round++) {
   for (const threads of threadCounts) {
-    const order = round % 2 === 0 ? ['gptlens', 'pytorch'] : ['pytorch', 'gptlens'];
+    const all = page ? ['gptlens', 'pytorch', 'wasm'] : ['gptlens', 'pytorch'];
+    const order = all.map((_, i) => all[(i + round) % all.length]);
     for (const engine of order) {
       const load = loadavg()[0];
-      const [command, args] = engines[engine](threads);
-      const line = execFileSync(command, args, { cwd: repo, encoding: 'utf8' }).trim().split('\n').at(-1);
-      const run = JSON.parse(line);
+      let run;
+      if (engine === 'wasm') run = await engines.wasm(threads);
+      else {
+        const [command, args] = engines[engine](threads);
+        run = JSON.parse(execFileSync(command, args, { cwd: repo, encoding: 'utf8' }).trim().split('\n').at(-1));
+      }
+      // A side that ran on fewer threads than asked would make a false ratio.
+      if (run.threads !== threads) throw new Error(`${engine} ran on ${run.threads} threads, not ${threads}`);
       results.push({ engine, threads, tokensPerSecond: run.tokensPerSecond, load, starved: load > cores, label: run.engine });
       console.log(`round ${round + 1}/${rounds} · ${engine} · ${threads} thread(s) · ${run.tokensPerSecond.toFixed(0)} tok/s · load ${load.toFixed(2)}`);
     }
@@ -69,17 +101,20 @@ const summary = (engine, threads) => {
 const loads = results.map((r) => r.load);
 const torchLabel = results.find((r) => r.engine === 'pytorch')?.label ?? 'pytorch';
 const rows = threadCounts.map((threads) => {
-  const [g, p] = [summary('gptlens', threads), summary('pytorch', threads)];
+  const [g, p, w] = [summary('gptlens', threads), summary('pytorch', threads), summary('wasm', threads)];
   const cell = (s) => `${s.median.toFixed(0)} (${s.min.toFixed(0)}–${s.max.toFixed(0)}, ${s.used} runs${s.starved ? `, ${s.starved} starved left out` : ''})`;
-  return `| ${threads} | ${cell(g)} | ${cell(p)} | **${(g.median / p.median).toFixed(2)}×** |`;
+  const browserCells = page ? `${cell(w)} | ${(w.median / g.median).toFixed(2)}×` : `${browserMissing} | –`;
+  return `| ${threads} | ${cell(g)} | ${cell(p)} | **${(g.median / p.median).toFixed(2)}×** | ${browserCells} |`;
 });
 const table = [
   `Training throughput, tokens (bytes) per second: 4 layers × 4 heads × 128 wide, context 64, batch 12, AdamW + clipping, ${steps} timed steps after 5 untimed, ${rounds} alternating rounds; ${cores} cores, load ${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)} before the runs; PyTorch: ${torchLabel}.`,
   '',
-  '| threads | gptlens: median (min–max) | PyTorch: median (min–max) | gptlens / PyTorch |',
-  '|---|---|---|---|',
+  '| threads | gptlens native: median (min–max) | PyTorch: median (min–max) | gptlens / PyTorch | gptlens wasm in Chromium: median (min–max) | wasm / native |',
+  '|---|---|---|---|---|---|',
   ...rows,
 ].join('\n');
+await browser?.close();
+await server?.close();
 console.log(`\n${table}`);
 mkdirSync(`${repo}/tests/output`, { recursive: true });
 writeFileSync(`${repo}/tests/output/bench-train.md`, `${table}\n`);

@@ -57,7 +57,12 @@ parts.push(
   `<text x="${margin.left}" y="18"><tspan fill="#1f77b4">training (${WINDOW}-step mean; faint: every step)</tspan>  <tspan fill="#d62728">validation</tspan></text>`,
 );
 const [lastStep, lastVal] = validation.at(-1) ?? [steps, NaN];
-parts.push(`<text x="${x(lastStep) - 4}" y="${y(lastVal) - 8}" text-anchor="end" fill="#d62728">${lastVal.toFixed(3)}</text>`);
+// Below the last point when above it would collide with the target's label.
+const labelY = Math.abs(y(lastVal) - y(target)) < 16 ? y(lastVal) + 16 : y(lastVal) - 8;
+parts.push(`<text x="${x(lastStep) - 4}" y="${labelY}" text-anchor="end" fill="#d62728">${lastVal.toFixed(3)}</text>`);
+if (typeof run.held_out_loss === 'number') {
+  parts.push(`<text x="${width - margin.right}" y="18" text-anchor="end" fill="#d62728">whole held-out part at the end: ${run.held_out_loss.toFixed(3)}</text>`);
+}
 
 writeFileSync(
   output,

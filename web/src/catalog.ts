@@ -35,7 +35,7 @@ export async function fetchCatalog(): Promise<Catalog> {
 }
 
 /**
- * The model gptlens trained and ships in the repository (assets/models/gptlens-shakespeare: 3 MB,
+ * The model gptlens trained and ships in the repository (assets/models/gptlens-shakespeare: 3.4 MB,
  * no download), which a first visit opens.
  */
 export const SHIPPED_MODEL = 'assets/gptlens-shakespeare';

@@ -904,16 +904,18 @@ fn train(a: TrainArgs) -> Result<()> {
         !p.step.is_multiple_of(save_every) && Some(p.step) != a.stop_at
     };
     let last = a.stop_at.unwrap_or(r.steps).min(r.steps);
+    let mut held_out_loss = None;
     while state.step < last {
         recipe::run(&mut trainer, &corpus, &r, &mut state, &now, &mut on_step)?;
-        save(&trainer, &state, None)?;
+        // A complete run is measured on the whole validation part before its last save.
+        if state.step == r.steps && !corpus.val.is_empty() {
+            held_out_loss =
+                Some(gptlens::kernels::pool::run_as_team(|| recipe::held_out_loss(&mut trainer, &corpus, r.batch))?);
+        }
+        save(&trainer, &state, held_out_loss)?;
     }
-    let mut held_out = String::new();
-    if state.step == r.steps && !corpus.val.is_empty() {
-        let loss = gptlens::kernels::pool::run_as_team(|| recipe::held_out_loss(&mut trainer, &corpus, r.batch))?;
-        save(&trainer, &state, Some(loss))?;
-        held_out = format!(", the whole validation part {loss:.4} nats/byte");
-    }
+    let held_out =
+        held_out_loss.map_or(String::new(), |loss| format!(", the whole validation part {loss:.4} nats/byte"));
     notice(&format!(
         "wrote {} (final loss {:.4}{}{held_out})",
         a.out.display(),

@@ -187,9 +187,10 @@ pub fn validation_loss(trainer: &mut Trainer, corpus: &Corpus, recipe: &Recipe) 
 pub fn held_out_loss(trainer: &mut Trainer, corpus: &Corpus, batch: usize) -> Result<f32> {
     let t = trainer.config().n_ctx;
     let windows = corpus.val.len().saturating_sub(1) / t;
-    if windows == 0 || batch == 0 {
+    if windows == 0 {
         return Err(Error::InvalidArgument(format!("no validation text longer than a block of {t} bytes")));
     }
+    let batch = batch.max(1);
     let mut total = 0f64;
     for first in (0..windows).step_by(batch) {
         let n = batch.min(windows - first);

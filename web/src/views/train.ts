@@ -25,7 +25,7 @@ export const PRESETS: Record<'tiny' | 'small' | 'shipped', { label: string; shap
   tiny: { label: 'Tiny: 2 layers × 2 heads × 64 wide, context 64', shape: { nLayer: 2, nHead: 2, dModel: 64, nCtx: 64 } },
   small: { label: 'Small: 4 layers × 4 heads × 128 wide, context 64', shape: { nLayer: 4, nHead: 4, dModel: 128, nCtx: 64 } },
   // gptlens-shakespeare's shape and recipe (assets/models/gptlens-shakespeare/training.json): on the
-  // Shakespeare corpus, about an hour here where the CLI took 22 minutes.
+  // Shakespeare corpus, about twice as long here as the CLI's 18 minutes.
   shipped: {
     label: 'As shipped (gptlens-shakespeare): 4 layers × 4 heads × 128 wide, context 256',
     shape: { nLayer: 4, nHead: 4, dModel: 128, nCtx: 256 },

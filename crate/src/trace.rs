@@ -14,6 +14,7 @@
 //!
 //! | hook                                  | shape             | value                              |
 //! |---------------------------------------|-------------------|------------------------------------|
+//! | `blocks.{l}.attn.hook_pattern.pooled` | `[H, P, P]`       | `hook_pattern` max-pooled over bins of `s` positions (a power of two) so that `P = ⌈T / s⌉ ≤ 128`: every cell the strongest weight of its block; exact (`s = 1`) up to 128 tokens |
 //! | `blocks.{l}.hook_resid_pre` / `_mid` / `_post` | `[T, d]` | residual before the block / after attention / after the MLP |
 //! | `blocks.{l}.attn.hook_z`              | `[T, H, d_head]`  | each head's weighted values        |
 //! | `blocks.{l}.attn.hook_result`         | `[T, H, d]`       | each head through its rows of W_O, no bias |
@@ -57,6 +58,9 @@ pub enum Hook {
     NormScale(NormSite),
     NormMean(NormSite),
     AttnPattern(usize),
+    /// `hook_pattern` max-pooled to at most [`POOLED_CELLS`] bins a side (`[H, P, P]`): what a
+    /// thumbnail of a long prompt's map needs, at a size that does not grow with its square.
+    AttnPatternPooled(usize),
     /// Each head's attention-weighted values, before the output projection, `[T, n_head, d_head]`.
     AttnZ(usize),
     /// Each head's output through its columns of `W_O`, without the bias, `[T, n_head, d_model]`.
@@ -86,6 +90,7 @@ impl fmt::Display for Hook {
             Hook::NormScale(s) => write!(f, "{}.hook_scale", site(s)),
             Hook::NormMean(s) => write!(f, "{}.hook_mean", site(s)),
             Hook::AttnPattern(l) => write!(f, "blocks.{l}.attn.hook_pattern"),
+            Hook::AttnPatternPooled(l) => write!(f, "blocks.{l}.attn.hook_pattern.pooled"),
             Hook::AttnZ(l) => write!(f, "blocks.{l}.attn.hook_z"),
             Hook::AttnResult(l) => write!(f, "blocks.{l}.attn.hook_result"),
             Hook::ResidMid(l) => write!(f, "blocks.{l}.hook_resid_mid"),
@@ -112,6 +117,24 @@ pub enum Layout {
     /// Bidirectional attention rows: every position keeps `heads` rows of `T` probabilities. A
     /// bidirectional run always covers the whole sequence, so `T` is the positions kept.
     Full { heads: usize },
+    /// Max-pooled attention: for each query bin, `heads` rows of [`POOLED_CELLS`] key bins
+    /// (zero past the last), bins of [`pooled_bin`]`(T)` positions. A session keeps whole bins,
+    /// so a run reuses its cached prefix only up to a bin boundary (or all of it when it extends).
+    Pooled { heads: usize },
+}
+
+/// The most bins a side of a pooled attention map has.
+pub const POOLED_CELLS: usize = 128;
+
+/// Positions per bin of a pooled map of `t` positions: the smallest power of two that leaves at
+/// most [`POOLED_CELLS`] bins. Powers of two let a session coarsen its bins exactly as a prompt
+/// grows (the maximum of two bins is the maximum of their union).
+pub fn pooled_bin(t: usize) -> usize {
+    let mut bin = 1;
+    while t.div_ceil(bin) > POOLED_CELLS {
+        bin *= 2;
+    }
+    bin
 }
 
 impl Layout {
@@ -121,6 +144,7 @@ impl Layout {
             Layout::Rows { width, .. } => width.checked_mul(positions),
             Layout::Triangle { heads } => heads.checked_mul(positions.checked_mul(positions + 1)? / 2),
             Layout::Full { heads } => heads.checked_mul(positions.checked_mul(positions)?),
+            Layout::Pooled { heads } => heads.checked_mul(positions.div_ceil(pooled_bin(positions)) * POOLED_CELLS),
         }
     }
 }
@@ -162,6 +186,7 @@ impl Hook {
         for l in 0..config.n_layer {
             hooks.extend([
                 Hook::ResidPre(l),
+                Hook::AttnPatternPooled(l),
                 Hook::AttnZ(l),
                 Hook::AttnResult(l),
                 Hook::ResidMid(l),
@@ -188,6 +213,7 @@ impl Hook {
         match self {
             Hook::AttnPattern(_) if c.bidirectional() => Layout::Full { heads: c.n_head },
             Hook::AttnPattern(_) => Layout::Triangle { heads: c.n_head },
+            Hook::AttnPatternPooled(_) => Layout::Pooled { heads: c.n_head },
             Hook::NormScale(_) | Hook::NormMean(_) | Hook::ResidPostNorm(_) => rows(1),
             Hook::ResidPre(_) | Hook::ResidMid(_) | Hook::MlpOut(_) | Hook::ResidPost(_) => rows(c.d_model),
             Hook::AttnZ(_) => rows(c.q_dim()),
@@ -201,6 +227,10 @@ impl Hook {
     pub fn shape(&self, c: &Config, t: usize) -> Vec<usize> {
         match self {
             Hook::AttnPattern(_) => vec![c.n_head, t, t],
+            Hook::AttnPatternPooled(_) => {
+                let cells = t.div_ceil(pooled_bin(t));
+                vec![c.n_head, cells, cells]
+            }
             Hook::NormScale(_) | Hook::NormMean(_) | Hook::ResidPostNorm(_) => vec![t],
             Hook::ResidPre(_) | Hook::ResidMid(_) | Hook::MlpOut(_) | Hook::ResidPost(_) => vec![t, c.d_model],
             Hook::AttnZ(_) => vec![t, c.n_head, c.head_dim()],
@@ -215,7 +245,7 @@ impl Hook {
         let layout = self.layout(c);
         let parts = match layout {
             Layout::Rows { parts, .. } => parts,
-            Layout::Triangle { .. } | Layout::Full { .. } => 1,
+            Layout::Triangle { .. } | Layout::Full { .. } | Layout::Pooled { .. } => 1,
         };
         layout.part_len(positions)?.checked_mul(parts)
     }
@@ -257,6 +287,12 @@ impl CaptureSpec {
 
     pub fn hooks(&self) -> impl Iterator<Item = Hook> + '_ {
         self.hooks.iter().copied()
+    }
+
+    /// True when a run must compute layer `layer`'s attention probabilities row by row: its
+    /// pattern is captured whole or pooled.
+    pub fn reads_pattern(&self, layer: usize) -> bool {
+        self.contains(Hook::AttnPattern(layer)) || self.contains(Hook::AttnPatternPooled(layer))
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::{assert_traces_agree, check_against_pytorch, ids, load, max_abs_diff, reference};
 use gptlens::backend::{select, BackendChoice};
 use gptlens::gpu::GPU_CHUNK;
-use gptlens::model::{Arch, Config, Rope, RopePairing, SlidingWindow, Variant, Weights};
+use gptlens::model::{Arch, Config, SlidingWindow, Variant, Weights};
 use gptlens::sample::{Sampler, SamplingParams};
 use gptlens::{Backend, CaptureSpec, Model, Session};
 
@@ -127,26 +127,7 @@ fn gemma_long_context_model() -> Arc<Model> {
 }
 
 fn llama_long_context() -> Config {
-    Config {
-        arch: Arch::Llama,
-        n_layer: 2,
-        n_head: 4,
-        n_kv_head: 2,
-        d_model: 32,
-        head_dim: 8,
-        d_ff: 40,
-        vocab_size: 61,
-        n_ctx: GPU_CHUNK + 100,
-        norm_eps: 1e-5,
-        rope: Some(Rope { theta: 10000.0, pairing: RopePairing::HalfSplit }),
-        query_pre_attn_scalar: None,
-        sliding_window: None,
-        bos_token_id: None,
-        eos_token_id: None,
-        tied_head: false,
-        variant: Variant::of(Arch::Llama),
-        token_types: 0,
-    }
+    common::tiny_llama_config(61, GPU_CHUNK + 100)
 }
 
 /// Prefix reuse, one-token steps and a prompt longer than one GPU pass all give what a fresh
@@ -172,6 +153,14 @@ fn check_sessions(model: Arc<Model>) {
     let whole = gpu.run(&tokens, &spec).unwrap();
     assert_eq!(whole.computed, tokens.len());
     assert_traces_agree("a multi-pass prompt, GPU vs CPU", &whole, &cpu_whole, 1e-4);
+
+    // Pooled maps of a multi-pass prompt (bins of 2+), pooled from the rows each pass reads back.
+    let names: Vec<String> =
+        (0..model.config.n_layer).map(|l| format!("blocks.{l}.attn.hook_pattern.pooled")).collect();
+    let pooled = CaptureSpec::from_names(&names, &model.config).unwrap();
+    let gpu_pooled = Session::with_backend(model.clone(), &backend).unwrap().run(&tokens, &pooled).unwrap();
+    let cpu_pooled = Session::new(model.clone()).run(&tokens, &pooled).unwrap();
+    assert_traces_agree("pooled maps, GPU vs CPU", &gpu_pooled, &cpu_pooled, 1e-5);
 
     // Editing near the end recomputes only the suffix and agrees with a fresh run.
     let mut edited = tokens.clone();

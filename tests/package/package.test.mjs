@@ -51,9 +51,9 @@ test('the package loads the single-thread build in Node and describes the fixtur
   const { hooks, standardHooks } = info;
   assert.equal(standardHooks.length, 2 * 6 + 3);
   assert.ok(standardHooks.includes('blocks.1.attn.hook_pattern') && standardHooks.includes('logits'));
-  assert.equal(hooks.length, standardHooks.length + 2 * 6 + 1, 'every hook: the standard set, six activations per layer, the lens');
+  assert.equal(hooks.length, standardHooks.length + 2 * 7 + 1, 'every hook: the standard set, pooled maps and six activations per layer, the lens');
   assert.deepEqual(hooks.slice(0, standardHooks.length), standardHooks);
-  assert.ok(hooks.includes('blocks.1.attn.hook_result') && hooks.includes('lens.logits'));
+  assert.ok(hooks.includes('blocks.1.attn.hook_result') && hooks.includes('blocks.1.attn.hook_pattern.pooled') && hooks.includes('lens.logits'));
 });
 
 test('the fixture prompt gives the reference tokens, logits and hooks', () => {
@@ -81,6 +81,32 @@ test('a session reuses its prefix and decodes the reference greedy tokens', () =
   const trace = session.run(extended, ['logits']);
   assert.equal(trace.computed, 1, 'all but the last token come from the cache');
   assert.deepEqual(trace.tensor('logits').shape, [extended.length, 513]);
+  session.free();
+});
+
+test('long prompts: pooled maps and a head remade from kept queries are PyTorch\'s attention; bad arguments are typed errors', () => {
+  const { nLayer, nHead } = model.info();
+  const session = model.session();
+  assert.throws(() => session.headPattern(0, 0), /keep_queries\(true\)/);
+  assert.throws(() => session.keepQueries(1), TypeError);
+  session.keepQueries(true);
+  const pooled = Array.from({ length: nLayer }, (_, l) => `blocks.${l}.attn.hook_pattern.pooled`);
+  const trace = session.run(referenceTokens, pooled);
+  assert.deepEqual(trace.names(), [...pooled].sort());
+  const t = referenceTokens.length;
+  for (let l = 0; l < nLayer; l++) {
+    const whole = reference.tensors[`blocks.${l}.attn.hook_pattern`];
+    // Up to 128 tokens a pooled map's bins are single positions: the whole map.
+    assertClose(`blocks.${l}.attn.hook_pattern`, trace.tensor(pooled[l]), whole);
+    for (let h = 0; h < nHead; h++) {
+      const head = session.headPattern(l, h);
+      assertClose(`blocks.${l}.attn.hook_pattern`, { shape: [1, ...head.shape], data: head.data }, { shape: [1, t, t], data: whole.data.subarray(h * t * t, (h + 1) * t * t) });
+    }
+  }
+  assert.throws(() => session.headPattern(nLayer, 0), RangeError);
+  assert.throws(() => session.headPattern(0, 1.5), RangeError);
+  assert.throws(() => session.headPattern(0, -1), RangeError);
+  trace.free();
   session.free();
 });
 
@@ -369,8 +395,8 @@ test('the worker client sends a streamed .gguf in batches of at most 4 MiB, in o
   const progress = [];
   await engine.loadGguf(new Blob([big]).stream(), big.length, { onProgress: (sent) => progress.push(sent) });
   const ops = worker.posted.map(({ op }) => op);
-  assert.deepEqual(ops, ['init', 'loadGgufBegin', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufEnd']);
-  assert.deepEqual(worker.posted[1].args, [big.length]);
+  assert.deepEqual(ops, ['init', 'crashFlag', 'loadGgufBegin', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufEnd']);
+  assert.deepEqual(worker.posted[2].args, [big.length]);
   const pieces = worker.posted.filter(({ op }) => op === 'loadGgufPiece').map(({ args }) => args[0]);
   assert.deepEqual(pieces.map((p) => p.length), [4 << 20, 4 << 20, big.length - (8 << 20)]);
   const joined = new Uint8Array(big.length);

@@ -433,8 +433,18 @@ test('?threads=1000 starts no more threads than the machine has, and says so', a
   await page.close();
 });
 
-for (const threads of ['1', undefined]) {
-  test(`a crashed engine (${threads ? 'single-thread' : 'threaded'} build) is restarted, the model loaded again, the prompt re-run`, async () => {
+for (const [threads, how, trap] of [
+  ['1', 'microtask', 'RuntimeError: unreachable'],
+  [undefined, 'microtask', 'RuntimeError: unreachable'],
+  // A panic on a thread of the pool kills that thread alone: the engine's thread waits for it
+  // forever, and the client notices the crash flag instead of an answer.
+  [undefined, 'pool thread', 'RuntimeError: unreachable on a thread of its pool'],
+]) {
+  test(`a crashed engine (${threads ? 'single-thread' : 'threaded'} build, ${how}) is restarted, the model loaded again, the prompt re-run`, async (t) => {
+    if (!threads && !existsSync(`${repo}/crate/js/wasm/mt/gptlens_bg.wasm`)) {
+      t.skip('no threaded wasm build (scripts/setup.sh found no nightly toolchain)');
+      return;
+    }
     const page = await openPage({ prompt: 'The cat', threads });
     const messages = [];
     page.on('console', (message) => messages.push(message.text()));
@@ -442,10 +452,11 @@ for (const threads of ['1', undefined]) {
     assert.ok(engineWorker, `the engine's Worker among ${page.workers().map((worker) => worker.url())}`);
     // A real trap (a Rust panic → wasm `unreachable`) while the engine drives a Promise, as when a
     // run traps: the request as the package's client would post it.
-    await engineWorker.evaluate(() => self.dispatchEvent(new MessageEvent('message', { data: { id: -1, op: 'abortForTesting', args: [true] } })));
+    // Posted from a timer: on a pool thread the call never returns, and the evaluation must.
+    await engineWorker.evaluate((how) => void setTimeout(() => self.dispatchEvent(new MessageEvent('message', { data: { id: -1, op: 'abortForTesting', args: [how] } }))), how);
     await typePrompt(page, ' sat', [...engine.encode('The cat sat')]);
     const notice = page.getByTestId('model-error');
-    await notice.filter({ hasText: 'The engine crashed (RuntimeError: unreachable) and was restarted; gpt2-tiny-f32 was loaded again.' }).waitFor();
+    await notice.filter({ hasText: `The engine crashed (${trap}) and was restarted; gpt2-tiny-f32 was loaded again.` }).waitFor();
     assert.equal(await page.getByTestId('prompt').inputValue(), 'The cat sat');
     await page.getByTestId('candidate').first().waitFor();
     assert.equal(await page.getByTestId('prompt-error').isHidden(), true, 'no prompt error after the restart');
@@ -1054,22 +1065,28 @@ test('a model opened from files is named by itself (GGUF general.name) or its fo
 });
 
 /**
- * The tiny LLaMA fixture (RoPE: no position weights, so its context is only a number) with its
- * GGUF's llama.context_length patched from 64 to 1024, dropped onto the page.
+ * The tiny LLaMA fixture's GGUF (RoPE: no position weights, so its context is only a number) with
+ * its llama.context_length patched from 64 to `context`.
  */
-async function dropLongContextLlama(page) {
-  await page.evaluate(async () => {
-    const bytes = new Uint8Array(await (await fetch('/models/fixtures/llama-tiny-q/model.gguf')).arrayBuffer());
-    const key = new TextEncoder().encode('llama.context_length');
-    const at = bytes.findIndex((_, i) => key.every((byte, j) => bytes[i + j] === byte));
-    const view = new DataView(bytes.buffer);
-    if (view.getUint32(at + key.length, true) !== 4 || view.getUint32(at + key.length + 4, true) !== 64) throw new Error('unexpected GGUF layout');
-    view.setUint32(at + key.length + 4, 1024, true);
+async function longContextLlama(context) {
+  const bytes = new Uint8Array(await readFile(`${repo}/tests/fixtures/llama-tiny-q/model.gguf`));
+  const key = new TextEncoder().encode('llama.context_length');
+  const at = bytes.findIndex((_, i) => key.every((byte, j) => bytes[i + j] === byte));
+  const view = new DataView(bytes.buffer);
+  assert.ok(view.getUint32(at + key.length, true) === 4 && view.getUint32(at + key.length + 4, true) === 64, 'the GGUF layout the patch expects');
+  view.setUint32(at + key.length + 4, context, true);
+  return bytes;
+}
+
+/** `longContextLlama(context)` dropped onto the page. */
+async function dropLongContextLlama(page, context = 1024) {
+  const bytes = await longContextLlama(context);
+  await page.evaluate((base64) => {
     const files = new DataTransfer();
-    files.items.add(new File([bytes], 'llama-long.gguf'));
+    files.items.add(new File([Uint8Array.from(atob(base64), (c) => c.charCodeAt(0))], 'llama-long.gguf'));
     document.body.dispatchEvent(new DragEvent('drop', { dataTransfer: files, bubbles: true, cancelable: true }));
-  });
-  await page.locator('[data-field=model]').filter({ hasText: /context 1024/ }).waitFor();
+  }, Buffer.from(bytes).toString('base64'));
+  await page.locator('[data-field=model]').filter({ hasText: new RegExp(`context ${context}`) }).waitFor();
 }
 
 /** Words of a text whose encoding by `model` is exactly `count` tokens. */
@@ -1203,6 +1220,64 @@ test('a 512-token prompt: max-pooled thumbnails, a zoomable map with legible lab
   await page.getByRole('tab', { name: 'Query row' }).click();
   assert.equal(await page.getByTestId('query-row').locator('tbody tr').count(), 512);
   await page.getByTestId('attention-detail').screenshot({ path: `${shots}/long-512-query-row.png` });
+  await page.close();
+});
+
+test('a prompt too long for every head’s whole map: pooled thumbnails, the opened head whole from kept queries, only the last bin recomputed', async () => {
+  const page = await openPage({ prompt: 'The' });
+  await dropLongContextLlama(page, 4096);
+  await init();
+  const llama = Model.load({ 'model.gguf': await longContextLlama(4096) });
+  const text = textOfTokens(llama, 2000);
+  const tokens = llama.encode(text);
+  const t = tokens.length;
+  assert.equal(t, 2000);
+  await page.getByTestId('prompt').fill(text);
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, t, { timeout: 120_000 });
+  await page.getByTestId('attention-map').waitFor();
+
+  // 8 heads × 2000² weights would be 128 MB: the engine pools them to bins of 16 (125 a side),
+  // and the thumbnails pool those to at most 96 px: 63 px, every cell of the causal triangle painted.
+  const thumbs = await gridCanvases(page);
+  assert.equal(thumbs.length, 8);
+  for (const canvas of thumbs) assert.deepEqual([canvas.width, canvas.painted], [63, (63 * 64) / 2]);
+  await page.getByTestId('attention-grid').screenshot({ path: `${shots}/long-2000-pooled-grid.png` });
+
+  // Opening a head brings its whole map, remade in the engine from the queries it kept: the last
+  // query's strongest key is the one the package's own remade map has.
+  await page.locator('[data-testid=attention-grid] button[title^="Layer 1, head 2 "]').click();
+  const map = page.getByTestId('attention-map');
+  await page.waitForFunction(() => document.querySelector('[data-testid=attention-map]')?.getAttribute('aria-label')?.includes('layer 1, head 2, 2000 tokens'));
+  const shown = Number(/reads most (\d+) /.exec(await map.getAttribute('aria-label'))[1]);
+  const session = llama.session();
+  session.keepQueries(true);
+  session.run(tokens, ['blocks.0.attn.hook_pattern.pooled', 'blocks.1.attn.hook_pattern.pooled']);
+  const row = session.headPattern(1, 2).data.subarray((t - 1) * t, t * t);
+  assert.equal(shown, row.indexOf(Math.max(...row)), 'the strongest key of the last query');
+  await page.getByTestId('attention-detail').screenshot({ path: `${shots}/long-2000-opened-head.png` });
+
+  // The head finder needs every whole map, and says so.
+  assert.ok(await page.evaluate(() => [...document.querySelectorAll('option')].some((option) => option.textContent.includes('pooled maps only'))));
+
+  // Typing at the end recomputes the last bin of 16 and the new token, not the prompt.
+  const box = page.getByTestId('prompt');
+  await box.focus();
+  await box.press('Control+End');
+  await page.keyboard.type(' x');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length > n, t);
+  await page.waitForFunction(() => /of 200\d tokens computed/.test(document.querySelector('[data-field=forward]')?.textContent ?? ''));
+  const [, computed, total] = /(\d+) of (\d+) tokens computed/.exec(await page.locator('[data-field=forward]').innerText()).map(Number);
+  assert.ok(total > 2000 && computed <= 16 + (total - 2000), `${computed} of ${total} tokens computed`);
+  assert.match(await page.locator('[data-field=memory]').innerText(), /^[\d.]+ [KMG]B\n.*WebAssembly memory/s);
+
+  // A short prompt again: every whole map, thumbnails one pixel per token.
+  await box.fill('The cat sat');
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=tokens] .chip').length < 10);
+  await page.waitForFunction(() => document.querySelector('[data-testid=attention-grid] canvas').width < 10);
+  const chips = await page.locator('[data-testid=tokens] .chip').count();
+  assert.equal((await gridCanvases(page))[0].width, chips);
+  session.free?.();
+  llama.free?.();
   await page.close();
 });
 

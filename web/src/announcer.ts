@@ -1,6 +1,6 @@
 // Two polite live regions for screen readers: the head just opened (with where its picked query
 // looks), and the top prediction once the views settle after typing.
-import { strongestKeys } from './analysis.ts';
+import { headMap, strongestKeys } from './analysis.ts';
 import { formatPercent, h, tokenText } from './dom.ts';
 import { touched, type State, type Store } from './store.ts';
 
@@ -8,11 +8,11 @@ import { touched, type State, type Store } from './store.ts';
 export function describeHead(state: Readonly<State>): string {
   const { head, analysis, query } = state;
   const title = `Layer ${head.layer}, head ${head.head}`;
-  const pattern = analysis?.attention[head.layer];
-  if (!analysis || !pattern) return title;
+  const opened = analysis && headMap(analysis, head.layer, head.head);
+  if (!analysis || !opened) return title;
   const t = analysis.tokens.length;
   const q = query ?? t - 1;
-  const [top] = strongestKeys(pattern, t, head.head, q, 1, analysis.bidirectional);
+  const [top] = strongestKeys(opened.pattern, t, opened.head, q, 1, analysis.bidirectional);
   return top
     ? `${title}: query ${q} “${tokenText(analysis.labels[q]!)}” attends most to ${top.key} “${tokenText(analysis.labels[top.key]!)}” (${formatPercent(top.weight)})`
     : title;

@@ -21,7 +21,8 @@ import {
   type WorkerSession,
   type WorkerTrace,
 } from 'gptlens';
-import { analyse, isEncoder, viewHooks, type Analysis, type NextToken } from './analysis.ts';
+import { analyse, isEncoder, viewHooks, wholeMaps, type Analysis, type NextToken, type OpenedHead } from './analysis.ts';
+import type { HeadRef } from './store.ts';
 
 /** Candidates listed in the next-token view. */
 const SHOWN_CANDIDATES = 12;
@@ -58,6 +59,9 @@ export class Engine {
   private readonly labelCache = new Map<number, string>();
   private readonly embeddings = new Map<string, Float32Array>();
   private readonly capture: HookName[];
+  private readonly pooledCapture: HookName[];
+  /** The session keeps its queries (long prompts: the opened head is remade from them). */
+  private keepingQueries = false;
   /** An encoder (BERT, all-MiniLM-L6-v2): full attention maps, no next token; sentence embeddings instead. */
   readonly encoder: boolean;
 
@@ -69,6 +73,7 @@ export class Engine {
     private readonly borrowed = false,
   ) {
     this.capture = viewHooks(info);
+    this.pooledCapture = viewHooks(info, true);
     this.encoder = isEncoder(info);
   }
 
@@ -143,18 +148,40 @@ export class Engine {
     return this.info.hasTokenizer ? this.client.decode(tokens) : Array.from(tokens).join(' ');
   }
 
-  /** A forward pass through the session: the prefix shared with the previous run is reused. */
-  async run(tokens: Uint32Array): Promise<Run> {
+  /**
+   * A forward pass through the session: the prefix shared with the previous run is reused. A
+   * prompt too long for every head's whole map captures the maps pooled, plus `opened` whole.
+   */
+  async run(tokens: Uint32Array, opened: HeadRef): Promise<Run> {
     const started = performance.now();
-    const trace = await this.session.run(tokens, this.capture).catch((error: unknown) => {
-      // Too long to capture what the views show (the engine's capture budget): said under the
-      // prompt while the views keep the last run, instead of the engine running out of memory.
+    const whole = wholeMaps(this.info, tokens.length);
+    // Queries are kept (on the CPU) only while prompts are long: they cost n_layer · T · d floats.
+    const keep = !whole && this.backendInfo.backend === 'cpu';
+    const tooLong = (error: unknown) => {
+      // Too long even so (the engine's capture budget): said under the prompt while the views
+      // keep the last run, instead of the engine running out of memory.
       if (error instanceof Error && error.message.includes('capture budget')) throw new PromptError(`This prompt is too long to show: ${error.message}.`);
       throw error;
-    });
+    };
+    if (keep !== this.keepingQueries) {
+      await this.session.keepQueries(keep);
+      this.keepingQueries = keep;
+    }
+    const trace = await this.session.run(tokens, whole ? this.capture : this.pooledCapture).catch(tooLong);
+    const head = keep ? await this.headPattern(opened).catch(tooLong) : undefined;
     const forwardMs = performance.now() - started;
-    const analysis = analyse(trace, this.info, await this.labels(tokens));
+    const analysis = analyse(trace, this.info, await this.labels(tokens), head);
     return { trace, analysis, forwardMs };
+  }
+
+  /** True while the session keeps its queries: a long prompt's opened head can be remade whole. */
+  get keepsQueries(): boolean {
+    return this.keepingQueries;
+  }
+
+  /** A long prompt's head `layer.head`, whole, remade from the session's kept queries. */
+  async headPattern({ layer, head }: HeadRef): Promise<OpenedHead> {
+    return { layer, head, pattern: (await this.session.headPattern(layer, head)).data };
   }
 
   /**

@@ -54,9 +54,17 @@ function formatTick(value: number): string {
 
 export function lineChart(input: ChartInput): SVGSVGElement {
   const { width, height, xLabels, log } = input;
-  const all = [input.emphasis, ...input.context].flatMap((series) => Array.from(series)).filter((v) => Number.isFinite(v) && (!log || v > 0));
-  let low = Math.min(...all);
-  let high = Math.max(...all);
+  // A loop, not Math.min(...values): a long prompt's context lines hold hundreds of thousands of
+  // values, more arguments than a call may take.
+  let [low, high] = [Infinity, -Infinity];
+  for (const series of [input.emphasis, ...input.context]) {
+    for (let i = 0; i < series.length; i++) {
+      const v = series[i]!;
+      if (!Number.isFinite(v) || (log && v <= 0)) continue;
+      low = Math.min(low, v);
+      high = Math.max(high, v);
+    }
+  }
   if (!(low < high)) [low, high] = log ? [low / 2 || 0.5, high * 2 || 2] : [low - 1, high + 1];
   const plotWidth = width - MARGIN.left - MARGIN.right;
   const plotHeight = height - MARGIN.top - MARGIN.bottom;

@@ -51,8 +51,31 @@ export class Live {
    * cannot restart the engine in a loop. */
   private crashedPrompt: string | undefined;
   private holdRerun = false;
+  /** When the engine's memory was last read for the diagnostics (`performance.now()`). */
+  private memoryReadAt = -Infinity;
 
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: Store) {
+    // A long prompt's views hold one whole head: opening another fetches it.
+    store.subscribe((state, changed) => {
+      if (changed.has('head') && state.analysis?.pooled) void this.reopen();
+    });
+  }
+
+  /** Fetches the opened head of a long prompt's views when they do not hold it yet. */
+  private reopen(): Promise<void> {
+    return this.exclusive(async () => {
+      const { engine, trace } = this;
+      const { analysis, head } = this.store.state;
+      if (!engine?.keepsQueries || !trace || !analysis?.pooled || (analysis.opened?.layer === head.layer && analysis.opened.head === head.head)) return;
+      try {
+        const opened = await engine.headPattern(head);
+        if (engine === this.engine && this.store.state.analysis === analysis) this.store.set({ analysis: { ...analysis, opened } });
+      } catch (error) {
+        if (this.crashed(engine, error)) return;
+        this.store.set({ promptError: message(error) });
+      }
+    });
+  }
 
   /** True (and the restart asked for, once per engine) when `error` is the engine's crash. */
   private crashed(engine: Engine, error: unknown): boolean {
@@ -315,7 +338,7 @@ export class Live {
   }
 
   private async show(engine: Engine, tokens: Uint32Array, keystroke: number | undefined, tokenizeMs: number | undefined): Promise<void> {
-    const { trace, analysis, forwardMs } = await engine.run(tokens);
+    const { trace, analysis, forwardMs } = await engine.run(tokens, this.store.state.head);
     const predictStart = performance.now();
     // An encoder has no next token (its panel is the similarity one).
     const next = engine.encoder ? undefined : await engine.predict(trace, this.store.state.sampling);
@@ -324,8 +347,10 @@ export class Live {
       const before = await engine.unablatedProbs(tokens);
       for (const candidate of next.candidates) candidate.before = before[candidate.id];
     }
-    // Scored on the prompt: with the rest of the run, in the same redraw.
-    const headScores = this.store.state.detectors === 'prompt' ? await trace.headScores() : this.store.state.headScores;
+    // Scored on the prompt: with the rest of the run, in the same redraw (they need every whole
+    // map: a long prompt's pooled ones have none).
+    const onPrompt = this.store.state.detectors === 'prompt';
+    const headScores = onPrompt ? (analysis.pooled ? undefined : await trace.headScores()) : this.store.state.headScores;
     const predictMs = performance.now() - predictStart;
     if (engine !== this.engine) {
       void trace.release();
@@ -348,6 +373,10 @@ export class Live {
     const drawMs = performance.now() - drawStart;
     const latest = { tokenizeMs, forwardMs, predictMs, drawMs, computed: analysis.computed, tokens: tokens.length };
     this.store.set({ redraw: this.clock.stats(latest) });
+    if (performance.now() - this.memoryReadAt > 1000) {
+      this.memoryReadAt = performance.now();
+      void engine.engineMemory().then((bytes) => engine === this.engine && this.store.set({ engineNow: bytes }), () => {});
+    }
     // Not awaited: the next forward pass need not wait for this paint.
     if (keystroke !== undefined) {
       void this.clock.painted(keystroke).then((ms) => ms !== undefined && this.store.set({ redraw: this.clock.stats(latest) }));

@@ -74,6 +74,7 @@ const store = new Store({
   comparePrompt: address.comparePrompt,
   secondSentence: address.secondSentence ?? DEFAULT_SECOND,
   similarity: undefined,
+  engineNow: undefined,
 });
 
 const live = new Live(store);
@@ -109,7 +110,7 @@ const loader = new Loader(store, (model, keepView = false) => {
   const scene = byDefault && opening && model.engine.info.vocabSize === 256;
   opening = false;
   const prompt = byDefault && model.engine.encoder ? ENCODER_PROMPT : scene ? BYTE_MODEL_PROMPT : store.state.prompt;
-  store.set({ model, prompt, loading: undefined, analysis: undefined, next: undefined, similarity: undefined, headScores: undefined, finderKey, ablated, head, query, lensTarget, redraw: NO_REDRAWS });
+  store.set({ model, prompt, loading: undefined, analysis: undefined, next: undefined, similarity: undefined, headScores: undefined, finderKey, ablated, head, query, lensTarget, redraw: NO_REDRAWS, engineNow: undefined });
   live.modelChanged();
 }, threadsParameter());
 live.onCrash = (trap) => void loader.restart(trap);

@@ -97,6 +97,8 @@ export interface State {
   secondSentence: string;
   /** Encoders: the prompt's similarity to the second sentence and the ranked sentences. */
   similarity: Similarity | undefined;
+  /** The Worker engine's WebAssembly memory, read at most once a second after runs. */
+  engineNow: number | undefined;
 }
 
 export type Listener = (state: Readonly<State>, changed: ReadonlySet<keyof State>) => void;

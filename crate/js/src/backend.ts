@@ -158,11 +158,23 @@ async function load(options: InitOptions): Promise<Loaded> {
 
 /**
  * Crashes the engine on purpose, as a bug would (a Rust panic: a wasm trap), for tests of crash
- * handling; `inFuture`: inside a Promise the engine drives, like the async runs. Afterwards every
- * call throws EngineCrashedError. @internal not for applications.
+ * handling. `how`: `now`; `microtask` — inside a Promise the engine drives, like the async runs;
+ * `pool thread` — on a thread of the threaded build's pool, while the engine's thread waits for it
+ * (that call never returns: the worker client notices the crash flag). Afterwards every call
+ * throws EngineCrashedError. @internal not for applications.
  */
-export function abortForTesting(inFuture = false): Promise<void> {
+export function abortForTesting(how: 'now' | 'microtask' | 'pool thread' = 'now'): Promise<void> {
   return intoEngine(async () => {
-    await glue().abortForTesting(inFuture);
+    await glue().abortForTesting(how);
   });
+}
+
+/**
+ * The engine's crash flag (an `i32`, 1 once any of its threads panicked) as a view of its shared
+ * memory, or undefined for the single-thread build, whose traps reach their caller.
+ */
+export function crashFlag(): Int32Array | undefined {
+  const { memory } = current();
+  if (!(typeof SharedArrayBuffer !== 'undefined' && memory.buffer instanceof SharedArrayBuffer)) return undefined;
+  return new Int32Array(memory.buffer, glue().crashFlag(), 1);
 }

@@ -69,6 +69,12 @@ export function count(value: unknown, name: string, max: number): number {
   return Math.min(value, max);
 }
 
+/** A boolean (no truthy coercion). */
+export function flag(value: unknown, name: string): boolean {
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be true or false, not ${show(value)}`);
+  return value;
+}
+
 /** A finite temperature ≥ 0 (finite as float32 too). */
 export function temperature(value: unknown, name = 'temperature'): number {
   if (typeof value !== 'number') throw new TypeError(`${name} must be a finite number ≥ 0, not ${show(value)}`);
@@ -166,6 +172,8 @@ export interface Facts {
   /** An encoder's attention: every position reads every other, so there is no next token to append. */
   bidirectional: boolean;
   architecture: string;
+  layers: number;
+  heads: number;
 }
 
 /** The Error for a question about next tokens put to a model without a language-model head. */
@@ -174,8 +182,15 @@ export function noHead(facts: Facts, what: string): Error {
 }
 
 /** A model's facts from its info (`hasHead` missing: an older engine, which always had a head). */
-export function factsOf(info: { vocabSize: number; hasHead?: boolean; attention?: string; architecture: string }): Facts {
-  return { vocab: info.vocabSize, hasHead: info.hasHead !== false, bidirectional: info.attention === 'bidirectional', architecture: info.architecture };
+export function factsOf(info: { vocabSize: number; hasHead?: boolean; attention?: string; architecture: string; nLayer: number; nHead: number }): Facts {
+  return {
+    vocab: info.vocabSize,
+    hasHead: info.hasHead !== false,
+    bidirectional: info.attention === 'bidirectional',
+    architecture: info.architecture,
+    layers: info.nLayer,
+    heads: info.nHead,
+  };
 }
 
 /** Throws unless the model can append tokens: a causal model with a language-model head (not an encoder). */

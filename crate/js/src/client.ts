@@ -48,7 +48,9 @@ export async function createWorkerClient(options: WorkerClientOptions = {}): Pro
   const { worker, ...init } = options;
   const connection = new Connection(worker ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }));
   try {
-    return new GptlensWorker(connection, await connection.call('init', init), init.backend ?? 'cpu');
+    const running = await connection.call('init', init);
+    connection.watch(await connection.call('crashFlag'));
+    return new GptlensWorker(connection, running, init.backend ?? 'cpu');
   } catch (error) {
     connection.terminate();
     throw error;
@@ -66,6 +68,10 @@ class Connection {
   readonly closeSession = new FinalizationRegistry<number>((id) => this.call('closeSession', id).catch(() => {}));
   readonly freeTrainer = new FinalizationRegistry<number>((id) => this.call('trainerFree', id).catch(() => {}));
 
+  /** Set once the engine crashed on a thread of its pool: every call fails with it at once. */
+  private crashed: EngineCrashedError | undefined;
+  private watching: ReturnType<typeof setInterval> | undefined;
+
   constructor(private readonly worker: Worker) {
     worker.addEventListener('message', (event: MessageEvent<Response>) => this.settle(event.data));
     worker.addEventListener('error', (event) => this.failAll(new Error(`gptlens worker failed: ${event.message}`)));
@@ -82,6 +88,7 @@ class Connection {
     progress?: (done: number, total: number) => void,
   ): Promise<Result<K>> {
     const id = this.nextId++;
+    if (this.crashed) return Promise.reject(this.crashed);
     return new Promise<Result<K>>((resolve, reject) => {
       // Throwing here (a DataCloneError) rejects this promise with nothing left pending.
       this.worker.postMessage({ id, op, args } as Request, transfer);
@@ -89,7 +96,28 @@ class Connection {
     });
   }
 
+  /**
+   * Watches the engine's crash flag (threaded build): a panic on a thread of its pool kills that
+   * thread's Web Worker alone, and the engine's thread, waiting for it, would never answer again.
+   * While requests are pending the flag is read every 100 ms; once raised, they and every later
+   * call fail with EngineCrashedError, as a trap on the engine's own thread does.
+   */
+  watch(flag: Int32Array | undefined): void {
+    if (!flag) return;
+    this.watching = setInterval(() => {
+      if (this.pending.size === 0 || Atomics.load(flag, 0) === 0) return;
+      this.crashed = new EngineCrashedError(
+        'the engine crashed (RuntimeError: unreachable on a thread of its pool) and cannot be used any more; start it again (a new Worker) and load the model again',
+      );
+      clearInterval(this.watching);
+      this.failAll(this.crashed);
+    }, 100);
+    // Node: the watch alone does not keep the process alive.
+    (this.watching as { unref?: () => void }).unref?.();
+  }
+
   terminate(): void {
+    clearInterval(this.watching);
     this.worker.terminate();
     this.failAll(new Error('the gptlens worker was terminated'));
   }
@@ -358,8 +386,8 @@ export class GptlensWorker {
   }
 
   /** Tests only: crashes the worker's engine on purpose (see `abortForTesting`). @internal */
-  abortForTesting(inFuture = false): Promise<void> {
-    return this.connection.call('abortForTesting', inFuture);
+  abortForTesting(how: 'now' | 'microtask' | 'pool thread' = 'now'): Promise<void> {
+    return this.connection.call('abortForTesting', how);
   }
 
   /** Stops the worker; pending calls reject. */
@@ -409,6 +437,16 @@ export class WorkerSession {
 
   reset(): Promise<void> {
     return this.connection.call('sessionReset', this.id);
+  }
+
+  /** Keeps every layer's queries from the next run on; see Session.keepQueries. */
+  async keepQueries(keep: boolean): Promise<void> {
+    return this.connection.call('sessionKeepQueries', this.id, check.flag(keep, 'keep'));
+  }
+
+  /** One head's whole map over the cached tokens, `[T, T]` (transferred); see Session.headPattern. */
+  async headPattern(layer: number, head: number): Promise<Tensor> {
+    return this.connection.call('sessionHeadPattern', this.id, check.position(layer, this.facts.layers, 'layer'), check.position(head, this.facts.heads, 'head'));
   }
 
   /** Ablates these heads (`[layer, head]`) and MLPs (`[layer, 'mlp']`) in every run from now on; see Session.setAblation. */

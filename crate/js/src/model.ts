@@ -295,6 +295,21 @@ export class Session {
     return this.raw.sampleNextAsync(check.samplingParams(params, this.vocab), check.seed(seed));
   }
 
+  /**
+   * Keeps every layer's queries from the next run on (the cache empties), so that `headPattern`
+   * can remake any head's whole map after runs that captured only pooled maps
+   * (`blocks.{l}.attn.hook_pattern.pooled`): a long prompt's thumbnails stay small and the head a
+   * reader opens comes whole. They count in the capture budget. CPU only.
+   */
+  keepQueries(keep: boolean): void {
+    this.raw.keepQueries(check.flag(keep, 'keep'));
+  }
+
+  /** Head `head` of layer `layer` over the cached tokens, `[T, T]`: the bits of its `hook_pattern` rows, remade from the kept queries. */
+  headPattern(layer: number, head: number): Tensor {
+    return this.raw.headPattern(check.position(layer, this.facts.layers, 'layer'), check.position(head, this.facts.heads, 'head'));
+  }
+
   /** Where this session runs: `cpu` or `webgpu`. */
   backend(): 'cpu' | 'webgpu' {
     return this.raw.backend() as 'cpu' | 'webgpu';

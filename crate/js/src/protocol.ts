@@ -64,6 +64,8 @@ export interface Operations {
   sessionTokens: { args: [session: SessionId]; result: Uint32Array };
   sessionLastLogits: { args: [session: SessionId]; result: Float32Array };
   sessionReset: { args: [session: SessionId]; result: void };
+  sessionKeepQueries: { args: [session: SessionId, keep: boolean]; result: void };
+  sessionHeadPattern: { args: [session: SessionId, layer: number, head: number]; result: Tensor };
   sessionSetAblation: { args: [session: SessionId, units: AblationUnit[], mean: boolean]; result: void };
   closeSession: { args: [session: SessionId]; result: void };
   traceProbs: { args: [trace: TraceId, pos: number, temperature: number]; result: Float32Array };
@@ -87,7 +89,9 @@ export interface Operations {
   trainerUseModel: { args: [trainer: TrainerId, backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } };
   trainerFree: { args: [trainer: TrainerId]; result: void };
   /** Tests only: crashes the engine on purpose (see `abortForTesting`). */
-  abortForTesting: { args: [inFuture: boolean]; result: void };
+  abortForTesting: { args: [how: 'now' | 'microtask' | 'pool thread']; result: void };
+  /** The engine's crash flag, shared (threaded build), for the client to watch; see `crashFlag`. */
+  crashFlag: { args: []; result: Int32Array | undefined };
 }
 
 export type Operation = keyof Operations;

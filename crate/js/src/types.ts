@@ -20,6 +20,7 @@ export type { AdapterInfo, Attribution, HeadScores, LogitLens, PatchScores, Trai
 /** A TransformerLens-style hook name (see `ModelInfo.hooks` for the ones a given model offers). */
 export type HookName =
   | `blocks.${number}.attn.hook_pattern`
+  | `blocks.${number}.attn.hook_pattern.pooled`
   | `blocks.${number}.${'ln1' | 'ln2'}.${'hook_scale' | 'hook_mean'}`
   | `ln_final.${'hook_scale' | 'hook_mean'}`
   | `blocks.${number}.hook_resid_post.norm`

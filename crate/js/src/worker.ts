@@ -2,7 +2,7 @@
 // whose waits would freeze a page's main thread; in the single-thread build, the WebGPU device).
 // Requests run one at a time, in arrival order, through the async methods that work on both
 // backends.
-import { abortForTesting, engineMemoryBytes, init } from './backend.js';
+import { abortForTesting, crashFlag, engineMemoryBytes, init } from './backend.js';
 import { asEngineFailure, EngineCrashedError } from './crash.js';
 import { GgufLoader, Model, Session, Trace } from './model.js';
 import { Trainer } from './train.js';
@@ -127,6 +127,8 @@ const handlers: Handlers = {
   sessionTokens: (session) => found(sessions, session, 'session').tokens(),
   sessionLastLogits: (session) => found(sessions, session, 'session').lastLogits(),
   sessionReset: (session) => found(sessions, session, 'session').reset(),
+  sessionKeepQueries: (session, keep) => found(sessions, session, 'session').keepQueries(keep),
+  sessionHeadPattern: (session, layer, head) => found(sessions, session, 'session').headPattern(layer, head),
   sessionSetAblation: (session, units, mean) => found(sessions, session, 'session').setAblation(units, { with: mean ? 'mean' : 'zero' }),
   closeSession: (session) => {
     sessions.get(session)?.free();
@@ -166,7 +168,8 @@ const handlers: Handlers = {
     trainers.get(trainer)?.free();
     trainers.delete(trainer);
   },
-  abortForTesting: (inFuture) => abortForTesting(inFuture),
+  abortForTesting: (how) => abortForTesting(how),
+  crashFlag: () => crashFlag(),
 };
 
 /**

@@ -25,6 +25,8 @@ pub use train::Trainer;
 pub use wasm_bindgen_rayon::init_thread_pool;
 
 use serde::Serialize;
+use std::sync::atomic::{AtomicI32, Ordering};
+
 use wasm_bindgen::prelude::*;
 
 use crate::instruments::{AblateWith, Ablation};
@@ -156,30 +158,65 @@ pub fn thread_count() -> usize {
     rayon::current_num_threads()
 }
 
-/// Aborts the engine on purpose, as a bug would: a Rust panic, which in wasm is an `unreachable`
-/// trap that leaves the instance unusable. Only tests call it, to show that a crashed engine is
-/// reported as such and that the page recovers. `in_future`: the panic happens in a microtask and
-/// the returned Promise never settles, as when an async run traps while wasm-bindgen-futures
-/// drives it (the trap then escapes every caller's `catch`).
-#[wasm_bindgen(js_name = abortForTesting)]
-pub fn abort_for_testing(in_future: bool) -> Result<js_sys::Promise, JsValue> {
-    const WHY: &str = "abortForTesting: the engine was aborted on purpose";
-    if !in_future {
-        panic!("{WHY}");
-    }
-    let abort = Closure::<dyn FnMut()>::once(|| panic!("{WHY}"));
-    let global = js_sys::global();
-    let queue: js_sys::Function = js_sys::Reflect::get(&global, &"queueMicrotask".into())?.dyn_into()?;
-    queue.call1(&global, abort.as_ref())?;
-    abort.forget();
-    Ok(js_sys::Promise::new(&mut |_, _| {}))
+/// Set by the panic hook on whichever thread panics. A panic on a thread of the pool (threaded
+/// build) kills that Web Worker alone, and the engine's own thread then waits for it forever,
+/// deaf to every message: the package's client reads this flag in the shared memory instead
+/// ([`crash_flag`]) and treats it as the engine's crash.
+static CRASHED: AtomicI32 = AtomicI32::new(0);
+
+/// The address of the crash flag in the engine's memory (an `i32`, 1 once anything panicked).
+#[wasm_bindgen(js_name = crashFlag)]
+pub fn crash_flag() -> usize {
+    std::ptr::addr_of!(CRASHED) as usize
 }
 
-/// Runs when the module is instantiated: panics then reach the console with their message
-/// instead of an opaque `unreachable` trap.
+/// Aborts the engine on purpose, as a bug would: a Rust panic, which in wasm is an `unreachable`
+/// trap that leaves the instance unusable. Only tests call it, to show that a crashed engine is
+/// reported as such and that the page recovers. `how`: `"now"`; `"microtask"` — the panic happens
+/// in a microtask and the returned Promise never settles, as when an async run traps while
+/// wasm-bindgen-futures drives it (the trap then escapes every caller's `catch`); `"pool thread"` —
+/// a task of a parallel loop panics on a thread of the pool, and this call never returns (the
+/// engine's thread waits for that task), as when a kernel panics in the threaded build.
+#[wasm_bindgen(js_name = abortForTesting)]
+pub fn abort_for_testing(how: &str) -> Result<js_sys::Promise, JsValue> {
+    const WHY: &str = "abortForTesting: the engine was aborted on purpose";
+    match how {
+        "microtask" => {
+            let abort = Closure::<dyn FnMut()>::once(|| panic!("{WHY}"));
+            let global = js_sys::global();
+            let queue: js_sys::Function = js_sys::Reflect::get(&global, &"queueMicrotask".into())?.dyn_into()?;
+            queue.call1(&global, abort.as_ref())?;
+            abort.forget();
+            Ok(js_sys::Promise::new(&mut |_, _| {}))
+        }
+        "pool thread" => {
+            // Every task panics but the first to start, which waits until one has: whichever
+            // threads take them, a pool thread dies while the loop is unfinished.
+            let started = std::sync::atomic::AtomicBool::new(false);
+            crate::kernels::pool::run_as_team(|| {
+                crate::kernels::pool::for_each(rayon::current_num_threads(), |_| {
+                    if started.swap(true, Ordering::SeqCst) || rayon::current_num_threads() < 2 {
+                        panic!("{WHY}");
+                    }
+                    while CRASHED.load(Ordering::SeqCst) == 0 {
+                        std::hint::spin_loop();
+                    }
+                })
+            });
+            Ok(js_sys::Promise::resolve(&JsValue::UNDEFINED))
+        }
+        _ => panic!("{WHY}"),
+    }
+}
+
+/// Runs when the module is instantiated: panics then raise the crash flag and reach the console
+/// with their message instead of an opaque `unreachable` trap.
 #[wasm_bindgen(start)]
 fn start() {
-    console_error_panic_hook::set_once();
+    std::panic::set_hook(Box::new(|info| {
+        CRASHED.store(1, Ordering::SeqCst);
+        console_error_panic_hook::hook(info);
+    }));
 }
 
 /// Hooks to capture: `None` (JS `undefined`) means the standard set; an empty list means none.

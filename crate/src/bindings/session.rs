@@ -14,6 +14,7 @@ use js_sys::Promise;
 use wasm_bindgen::prelude::*;
 
 use super::ablation;
+use super::trace::tensor_to_js;
 use super::{capture_spec, sampling_params, Trace};
 use crate::sample::{Sampler, SamplingParams};
 
@@ -140,6 +141,23 @@ impl Session {
             let sampler = State::sampler(sampler, params, seed)?;
             Ok(session.sample_next_async(sampler).await?.into())
         })
+    }
+
+    /// Keeps every layer's queries from the next run on (`true`; the cache empties), so that
+    /// `headPattern` can remake any head's whole map after runs that captured pooled maps only.
+    /// CPU sessions only.
+    #[wasm_bindgen(js_name = keepQueries)]
+    pub fn keep_queries(&self, keep: bool) -> Result<(), JsError> {
+        lock(&self.state)?.session.keep_queries(keep)?;
+        Ok(())
+    }
+
+    /// One head's attention map over the cached tokens as `{ shape: [T, T], data }`, remade
+    /// exactly (the bits of its `hook_pattern` rows) from the queries kept since `keepQueries(true)`.
+    #[wasm_bindgen(js_name = headPattern, unchecked_return_type = "TensorData")]
+    pub fn head_pattern(&self, layer: usize, head: usize) -> Result<JsValue, JsError> {
+        let tensor = lock(&self.state)?.session.head_pattern(layer, head)?;
+        tensor_to_js(&tensor)
     }
 
     /// Every token in the cache, in order.

@@ -32,6 +32,11 @@ struct TensorData<'a> {
     data: Float32Array,
 }
 
+/// A tensor as JS sees it: `{ shape, data }`, `data` a new row-major Float32Array.
+pub(super) fn tensor_to_js(tensor: &crate::trace::Tensor) -> Result<JsValue, JsError> {
+    to_js(&TensorData { shape: &tensor.shape, data: Float32Array::from(tensor.data.as_slice()) })
+}
+
 /// One entry of what `topK()` returns.
 #[derive(Serialize)]
 struct TokenProb {
@@ -54,7 +59,7 @@ impl Trace {
                 "this trace has no tensor `{name}`: pass it to run() to capture it (names() lists what was)"
             ))
         })?;
-        to_js(&TensorData { shape: &tensor.shape, data: Float32Array::from(tensor.data.as_slice()) })
+        tensor_to_js(tensor)
     }
 
     /// Every token of the sequence, reused prefix included.

@@ -79,9 +79,24 @@ impl KvCache {
     fn reserve(&mut self, positions: usize, kv_dim: usize) {
         for cache in self.k.iter_mut().chain(self.v.iter_mut()) {
             if cache.len() < positions * kv_dim {
+                grow_by_steps(cache, positions * kv_dim, kv_dim);
                 cache.resize(positions * kv_dim, 0.0);
             }
         }
+    }
+}
+
+/// Positions a per-position buffer (KV cache, kept queries) grows by at a time.
+pub(crate) const GROWTH_STEP: usize = 256;
+
+/// Makes room for `len` values of `width` per position, in whole steps of [`GROWTH_STEP`]
+/// positions rather than by doubling: one more token after 4,096 would otherwise double a long
+/// prompt's cache (SmolLM2: +190 MB of keys and values, +280 MB of kept queries), and in wasm
+/// that memory is never given back.
+pub(crate) fn grow_by_steps(buffer: &mut Vec<f32>, len: usize, width: usize) {
+    if buffer.capacity() < len {
+        let step = GROWTH_STEP.saturating_mul(width.max(1));
+        buffer.reserve_exact(len.next_multiple_of(step).saturating_sub(buffer.len()));
     }
 }
 
@@ -221,6 +236,15 @@ pub(crate) trait Recorder {
     /// Appends values of the chunk's positions to part `part` of the hook (0 unless the hook has
     /// several, as `lens.logits` has one per layer).
     fn record(&mut self, hook: Hook, part: usize, values: &[f32]);
+    /// True when layer `layer`'s attention probabilities are wanted (whole or pooled).
+    fn reads_pattern(&self, layer: usize) -> bool;
+    /// The probabilities query `position` of `head` gives keys `0..row.len()`, called position
+    /// by position, every head each.
+    fn record_pattern(&mut self, layer: usize, position: usize, head: usize, row: &[f32]);
+    /// True when the queries are kept (so a head's pattern can be remade later, exactly).
+    fn keeps_queries(&self) -> bool;
+    /// The queries of one position at layer `layer` (`[H · d_head]`), as the scores used them.
+    fn record_queries(&mut self, layer: usize, row: &[f32]);
 }
 
 /// Records `values` if the recorder wants `hook`.
@@ -377,14 +401,19 @@ pub(crate) fn forward_chunk(
                     .copy_from_slice(&rows[i * hd..(i + 1) * hd]);
             }
         }
-        if rec.wants(Hook::AttnPattern(l)) {
+        if rec.reads_pattern(l) {
             // `acts.att` is [H, chunk, n_ctx]; kept position by position, every head each.
             for i in 0..n {
                 let seen = c.visible_keys(l, pos0 + i, pos0 + n).end;
                 for h in 0..c.n_head {
                     let row = (h * chunk + i) * c.n_ctx;
-                    rec.record(Hook::AttnPattern(l), 0, &acts.att[row..row + seen]);
+                    rec.record_pattern(l, pos0 + i, h, &acts.att[row..row + seen]);
                 }
+            }
+        }
+        if rec.keeps_queries() {
+            for i in 0..n {
+                rec.record_queries(l, &qkv[i * qkv_dim..i * qkv_dim + q_dim]);
             }
         }
         capture(rec, Hook::AttnZ(l), &acts.att_out[..n * q_dim]);

@@ -13,11 +13,14 @@ use crate::formats::limits::CAPTURE_BUDGET;
 #[cfg(feature = "gpu")]
 use crate::gpu::{GpuPass, GPU_CHUNK};
 use crate::instruments::{Ablation, Replacements};
-use crate::kernels::pool::run_as_team;
-use crate::model::forward::{every_row_logits, forward_chunk, Activations, ChunkInput, Edits, KvCache, Recorder};
+use crate::kernels::attention::{attend, HeadCache};
+use crate::kernels::pool::{self, run_as_team};
+use crate::model::forward::{
+    every_row_logits, forward_chunk, grow_by_steps, Activations, ChunkInput, Edits, KvCache, Recorder,
+};
 use crate::model::{Config, Model};
 use crate::sample::Sampler;
-use crate::trace::{CaptureSpec, Hook, Layout, Tensor, Trace};
+use crate::trace::{pooled_bin, CaptureSpec, Hook, Layout, Tensor, Trace, POOLED_CELLS};
 
 pub struct Session {
     model: Arc<Model>,
@@ -55,7 +58,7 @@ impl Session {
         Session {
             engine: Engine::Cpu { acts: Box::new(Activations::new(c)), kv: KvCache::new(c) },
             tokens: Vec::new(),
-            captures: Captures::default(),
+            captures: Captures::new(&CaptureSpec::none()),
             last_logits: vec![0.0; if c.has_head() { c.vocab_size } else { 0 }],
             capture_budget: CAPTURE_BUDGET,
             ablation: Ablation::none(),
@@ -161,6 +164,62 @@ impl Session {
         self.last_logits.fill(0.0);
     }
 
+    /// Keeps every layer's queries from the next run on (or stops), so that [`Session::head_pattern`]
+    /// can remake any head's whole map after a run that captured only pooled ones. They cost
+    /// `n_layer · T · H · d_head` floats, counted in the capture budget. Turning them on empties
+    /// the cache (the cached positions' queries were not kept). On the CPU backend.
+    pub fn keep_queries(&mut self, keep: bool) -> Result<()> {
+        if keep && self.backend_name() != "cpu" {
+            return Err(Error::InvalidArgument("queries are kept on the CPU backend only".into()));
+        }
+        if keep != self.captures.keep_queries {
+            self.truncate(0);
+            self.captures.set_keep_queries(keep, self.model.config.n_layer);
+        }
+        Ok(())
+    }
+
+    /// Head `head` of layer `layer`'s attention probabilities over the cached tokens, `[T, T]`
+    /// (row = query), remade from the kept queries and the KV cache by the forward pass's own
+    /// kernel: the same bits as that head's rows of `hook_pattern`, for one head's memory.
+    pub fn head_pattern(&self, layer: usize, head: usize) -> Result<Tensor> {
+        let c = self.config();
+        if layer >= c.n_layer || head >= c.n_head {
+            return Err(Error::InvalidArgument(format!(
+                "head {layer}.{head} is not in this model ({} layers of {} heads)",
+                c.n_layer, c.n_head
+            )));
+        }
+        let (t, hd, q_dim, kv_dim) = (self.tokens.len(), c.head_dim(), c.q_dim(), c.kv_dim());
+        let queries = match self.captures.queries.get(layer) {
+            Some(queries) if queries.len() == t * q_dim => queries,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "a head's pattern is remade from kept queries: call keep_queries(true) before the run".into(),
+                ))
+            }
+        };
+        #[allow(irrefutable_let_patterns)] // without the `gpu` feature the CPU is the only engine
+        let Engine::Cpu { kv, .. } = &self.engine
+        else {
+            return Err(Error::InvalidArgument("queries are kept on the CPU backend only".into()));
+        };
+        let need = (t as u64).saturating_mul(t as u64).saturating_mul(4);
+        if need > self.capture_budget {
+            let budget = self.capture_budget;
+            return Err(Error::CaptureOverBudget { tokens: t, hooks: 1, need, patterns: need, budget });
+        }
+        let kv_col = head / (c.n_head / c.n_kv_head) * hd;
+        let cache = HeadCache { keys: &kv.k[layer][kv_col..], values: &kv.v[layer][kv_col..], stride: kv_dim };
+        let (divisor, attended) = (c.score_divisor(), self.attended.as_deref());
+        let (mut data, mut weighted) = (vec![0.0; t * t], vec![0.0; t * hd]);
+        pool::for_each_chunk_pair(t, (&mut data, t), (&mut weighted, hd), |p, probs, out| {
+            let q = &queries[p * q_dim + head * hd..][..hd];
+            attend(q, &cache, c.visible_keys(layer, p, t), attended, divisor, probs, out);
+        });
+        Ok(Tensor { shape: vec![t, t], data })
+    }
+
     /// Tokens currently in the cache.
     pub fn tokens(&self) -> &[u32] {
         &self.tokens
@@ -240,6 +299,7 @@ impl Session {
         if self.attended.take().is_some() {
             keep = 0;
         }
+        keep = self.captures.reusable(spec, keep, self.tokens.len(), tokens.len());
         self.truncate(keep);
         self.captures.narrow_to(spec);
         Ok(keep)
@@ -353,13 +413,15 @@ impl Session {
         #[cfg(feature = "gpu")]
         if let Engine::Gpu(_) = &self.engine {
             let standard = CaptureSpec::standard(c);
-            if let Some(hook) = spec.hooks().find(|&hook| !standard.contains(hook)) {
+            let on_gpu = |hook| standard.contains(hook) || matches!(hook, Hook::AttnPatternPooled(_));
+            if let Some(hook) = spec.hooks().find(|&hook| !on_gpu(hook)) {
                 return Err(Error::InvalidArgument(format!(
-                    "`{hook}` is recorded on the CPU backend only (the GPU records the standard hooks)"
+                    "`{hook}` is recorded on the CPU backend only (the GPU records the standard hooks and pooled patterns)"
                 )));
             }
         }
-        check_capture(spec, c, after + tokens.len(), self.capture_budget)
+        let queries = if self.captures.keep_queries { c.n_layer.saturating_mul(c.q_dim()) } else { 0 };
+        check_capture(spec, queries, c, after + tokens.len(), self.capture_budget)
     }
 
     /// Forgets everything after the first `n` tokens.
@@ -392,14 +454,23 @@ impl Session {
 
     /// Runs `new` after the cached tokens. The caller has validated the tokens.
     async fn extend(&mut self, new: &[u32]) -> Result<()> {
+        self.captures.grow_to(self.tokens.len() + new.len());
         #[cfg(feature = "gpu")]
         if let Engine::Gpu(pass) = &mut self.engine {
+            let c = &self.model.config;
             // A GPU pass takes up to GPU_CHUNK tokens in one command encoder.
             for chunk in new.chunks(GPU_CHUNK) {
-                let spec = &self.captures.spec;
-                let out = pass.forward(chunk, self.tokens.len(), &|hook| spec.contains(hook), &self.ablation).await?;
+                let (spec, pos0) = (&self.captures.spec, self.tokens.len());
+                // Pooled maps are pooled here, from the rows the GPU reads back.
+                let wants = |hook| spec.contains(hook) || matches!(hook, Hook::AttnPattern(l) if spec.reads_pattern(l));
+                let out = pass.forward(chunk, pos0, &wants, &self.ablation).await?;
                 for (hook, values) in out.hooks {
-                    self.captures.record(hook, 0, &values);
+                    match hook {
+                        Hook::AttnPattern(l) => {
+                            record_pattern_rows(&mut self.captures, c, l, pos0, chunk.len(), &values)
+                        }
+                        _ => self.captures.record(hook, 0, &values),
+                    }
                 }
                 self.tokens.extend_from_slice(chunk);
                 self.last_logits = out.last_logits;
@@ -412,6 +483,7 @@ impl Session {
 
     /// Runs `new` on the CPU, chunk by chunk.
     fn extend_cpu(&mut self, new: &[u32]) {
+        self.captures.grow_to(self.tokens.len() + new.len());
         let model = Arc::clone(&self.model);
         #[allow(irrefutable_let_patterns)] // without the `gpu` feature the CPU is the only engine
         let Engine::Cpu { acts, kv } = &mut self.engine
@@ -450,13 +522,28 @@ impl Session {
     }
 }
 
+/// Records a GPU pass's attention rows of layer `layer` (position by position, every head each,
+/// as the CPU hands them over) for `n` positions from `pos0`.
+#[cfg(feature = "gpu")]
+fn record_pattern_rows(captures: &mut Captures, c: &Config, layer: usize, pos0: usize, n: usize, rows: &[f32]) {
+    let mut at = 0;
+    for position in pos0..pos0 + n {
+        let seen = c.visible_keys(layer, position, pos0 + n).end;
+        for head in 0..c.n_head {
+            let Some(row) = rows.get(at..at + seen) else { return };
+            captures.record_pattern(layer, position, head, row);
+            at += seen;
+        }
+    }
+}
+
 /// Refuses a capture whose tensors for `t` tokens would exceed `budget` bytes: attention
 /// patterns grow with the square of the sequence, so a long prompt with every head captured would
 /// otherwise exhaust memory (in wasm: trap) part-way through the run. Counted: the session's
 /// per-position copy (a triangle for patterns) and the trace it hands out, in 64-bit arithmetic.
-fn check_capture(spec: &CaptureSpec, config: &Config, t: usize, budget: u64) -> Result<()> {
+fn check_capture(spec: &CaptureSpec, queries: usize, config: &Config, t: usize, budget: u64) -> Result<()> {
     let t = t as u64;
-    let mut floats = 0u64;
+    let mut floats = (queries as u64).saturating_mul(t);
     let mut patterns = 0u64;
     for hook in spec.hooks() {
         let full = hook.shape(config, t as usize).iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64));
@@ -486,20 +573,66 @@ fn check_capture(spec: &CaptureSpec, config: &Config, t: usize, budget: u64) -> 
 pub(crate) struct Captures {
     pub(crate) spec: CaptureSpec,
     values: BTreeMap<Hook, Vec<Vec<f32>>>,
+    /// Positions per bin of the pooled maps (each head a part: `[query bin, POOLED_CELLS]`).
+    bin: usize,
+    /// Each layer's queries (`[T, H · d_head]`) when kept ([`Session::keep_queries`]).
+    keep_queries: bool,
+    queries: Vec<Vec<f32>>,
 }
 
 impl Captures {
     pub(crate) fn new(spec: &CaptureSpec) -> Captures {
-        let mut captures = Captures::default();
+        let mut captures = Captures { bin: 1, ..Captures::default() };
         captures.narrow_to(spec);
         captures
     }
 
     fn truncate(&mut self, c: &Config, positions: usize) {
         for (&hook, parts) in self.values.iter_mut() {
-            let kept = hook.layout(c).part_len(positions).unwrap_or(usize::MAX);
+            let kept = match hook.layout(c) {
+                // Callers cut pooled maps at a bin boundary (or not at all): see `reusable`.
+                Layout::Pooled { .. } => positions.div_ceil(self.bin) * POOLED_CELLS,
+                layout => layout.part_len(positions).unwrap_or(usize::MAX),
+            };
             parts.iter_mut().for_each(|part| part.truncate(kept));
         }
+        self.queries.iter_mut().for_each(|layer| layer.truncate(positions * c.q_dim()));
+        if positions == 0 {
+            self.bin = 1;
+        }
+    }
+
+    /// How much of the `keep` positions a run of `t` positions shares with the `cached` ones it
+    /// can keep: a pooled bin mixes its positions, so a changed position costs its whole bin
+    /// (and bins never split again: a run shorter than the bins allow starts over).
+    fn reusable(&self, spec: &CaptureSpec, keep: usize, cached: usize, t: usize) -> usize {
+        if !spec.hooks().any(|hook| matches!(hook, Hook::AttnPatternPooled(_))) {
+            return keep;
+        }
+        let bin = pooled_bin(t);
+        if bin < self.bin {
+            0
+        } else if keep == cached {
+            keep
+        } else {
+            keep - keep % bin
+        }
+    }
+
+    /// Ready to record up to `t` positions: the pooled maps' bins widened (merged pairwise, which
+    /// is exact for a maximum) when `t` needs wider ones.
+    fn grow_to(&mut self, t: usize) {
+        let bin = pooled_bin(t);
+        if bin <= self.bin {
+            return;
+        }
+        let merge = bin / self.bin;
+        for (hook, parts) in self.values.iter_mut() {
+            if matches!(hook, Hook::AttnPatternPooled(_)) {
+                parts.iter_mut().for_each(|part| *part = coarsen(part, merge));
+            }
+        }
+        self.bin = bin;
     }
 
     /// Records exactly `spec` from now on, dropping other hooks. Callers keep a cached prefix only
@@ -512,12 +645,19 @@ impl Captures {
         self.spec = spec.clone();
     }
 
+    /// Keeps (or stops keeping) every layer's queries from the next run on.
+    fn set_keep_queries(&mut self, keep: bool, n_layer: usize) {
+        self.keep_queries = keep;
+        self.queries = if keep { vec![Vec::new(); n_layer] } else { Vec::new() };
+    }
+
     /// The tensor of `hook` for `t` positions: parts stacked, attention rows unpacked.
     pub(crate) fn tensor(&self, hook: Hook, c: &Config, t: usize) -> Tensor {
         let parts = self.values.get(&hook).map_or(&[][..], Vec::as_slice);
         let data = match hook.layout(c) {
             Layout::Triangle { heads } => unpack_triangle(parts.first().map_or(&[][..], Vec::as_slice), heads, t),
             Layout::Full { heads } => unpack_full(parts.first().map_or(&[][..], Vec::as_slice), heads, t),
+            Layout::Pooled { heads } => unpack_pooled(parts, heads, t.div_ceil(self.bin)),
             Layout::Rows { .. } => parts.concat(),
         };
         Tensor { shape: hook.shape(c, t), data }
@@ -536,6 +676,62 @@ impl Recorder for Captures {
         }
         parts[part].extend_from_slice(values);
     }
+
+    fn reads_pattern(&self, layer: usize) -> bool {
+        self.spec.reads_pattern(layer)
+    }
+
+    fn record_pattern(&mut self, layer: usize, position: usize, head: usize, row: &[f32]) {
+        self.record(Hook::AttnPattern(layer), 0, row);
+        let Some(parts) = self.values.get_mut(&Hook::AttnPatternPooled(layer)) else { return };
+        if parts.len() <= head {
+            parts.resize(head + 1, Vec::new());
+        }
+        let (bin, grid) = (self.bin, &mut parts[head]);
+        let at = position / bin * POOLED_CELLS;
+        if grid.len() < at + POOLED_CELLS {
+            grid.resize(at + POOLED_CELLS, 0.0);
+        }
+        for (cells, cell) in row.chunks(bin).zip(&mut grid[at..at + POOLED_CELLS]) {
+            *cell = cells.iter().fold(*cell, |top, &p| top.max(p));
+        }
+    }
+
+    fn keeps_queries(&self) -> bool {
+        self.keep_queries
+    }
+
+    fn record_queries(&mut self, layer: usize, row: &[f32]) {
+        if let Some(kept) = self.queries.get_mut(layer) {
+            grow_by_steps(kept, kept.len() + row.len(), row.len());
+            kept.extend_from_slice(row);
+        }
+    }
+}
+
+/// A pooled map with bins `merge` times wider: each new cell the largest of the `merge × merge`
+/// cells it covers (`[query bin, POOLED_CELLS]` in, the same layout out).
+fn coarsen(grid: &[f32], merge: usize) -> Vec<f32> {
+    let rows = grid.len() / POOLED_CELLS;
+    let mut wider = vec![0.0f32; rows.div_ceil(merge) * POOLED_CELLS];
+    for (q, row) in grid.chunks_exact(POOLED_CELLS).enumerate() {
+        let out = &mut wider[q / merge * POOLED_CELLS..][..POOLED_CELLS];
+        for (cells, cell) in row.chunks(merge).zip(out.iter_mut()) {
+            *cell = cells.iter().fold(*cell, |top, &p| top.max(p));
+        }
+    }
+    wider
+}
+
+/// Per-head pooled grids (`[query bin, POOLED_CELLS]` each) as a dense `[H, P, P]` tensor.
+fn unpack_pooled(parts: &[Vec<f32>], n_head: usize, cells: usize) -> Vec<f32> {
+    let mut dense = vec![0.0; n_head * cells * cells];
+    for (head, grid) in parts.iter().enumerate().take(n_head) {
+        for (q, row) in grid.chunks_exact(POOLED_CELLS).enumerate().take(cells) {
+            dense[(head * cells + q) * cells..][..cells].copy_from_slice(&row[..cells]);
+        }
+    }
+    dense
 }
 
 /// Expands position-major attention rows into a dense `[H, T, T]` tensor, zero above the diagonal.

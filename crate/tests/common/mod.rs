@@ -155,3 +155,29 @@ pub fn assert_tokenizer_error(result: gptlens::Result<gptlens::tokenizer::Tokeni
         Ok(_) => panic!("expected Error::Tokenizer mentioning `{needle}`, but it loaded"),
     }
 }
+
+/// A small LLaMA with grouped keys (4 query heads on 2 key/value heads), rotary positions and
+/// SwiGLU: the most kernels in the fewest weights, for tests that need a context of their choosing.
+pub fn tiny_llama_config(vocab_size: usize, n_ctx: usize) -> gptlens::model::Config {
+    use gptlens::model::{Arch, Config, Rope, RopePairing, Variant};
+    Config {
+        arch: Arch::Llama,
+        n_layer: 2,
+        n_head: 4,
+        n_kv_head: 2,
+        d_model: 32,
+        head_dim: 8,
+        d_ff: 40,
+        vocab_size,
+        n_ctx,
+        norm_eps: 1e-5,
+        rope: Some(Rope { theta: 10000.0, pairing: RopePairing::HalfSplit }),
+        query_pre_attn_scalar: None,
+        sliding_window: None,
+        bos_token_id: None,
+        eos_token_id: None,
+        tied_head: false,
+        variant: Variant::of(Arch::Llama),
+        token_types: 0,
+    }
+}

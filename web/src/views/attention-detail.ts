@@ -3,7 +3,7 @@
 // queries to keys, the picked query's row as a labelled bar strip (readable at any length), and a
 // table of every query's strongest keys. Follows the head picked in the grid and the query
 // picked anywhere; every canvas has a text alternative.
-import { lastKey, strongestKeys, weight, type Analysis } from '../analysis.ts';
+import { headMap, lastKey, strongestKeys, weight, type Analysis } from '../analysis.ts';
 import { paintAttention, paintPooled } from '../attention-paint.ts';
 import { sequentialMap } from '../colormap.ts';
 import { formatPercent, h, onWidthChange, tokenText } from '../dom.ts';
@@ -101,7 +101,9 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
       const { analysis, head } = store.state;
       if (!analysis) return;
       const t = analysis.tokens.length;
-      const value = col <= row || analysis.bidirectional ? weight(analysis.attention[head.layer]!, t, head.head, row, col).toFixed(4) : 'masked (future token)';
+      const opened = headMap(analysis, head.layer, head.head);
+      if (!opened) return;
+      const value = col <= row || analysis.bidirectional ? weight(opened.pattern, t, opened.head, row, col).toFixed(4) : 'masked (future token)';
       showTooltip(event, [value, `query ${row} “${tokenText(analysis.labels[row]!)}” → key ${col} “${tokenText(analysis.labels[col]!)}”`]);
     },
     leave: hideTooltip,
@@ -126,21 +128,21 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
     title.textContent = `Layer ${head.layer} · Head ${head.head}`;
     for (const button of tabs.children) button.setAttribute('aria-selected', String((button as HTMLElement).dataset.mode === detailView));
     zoomBar.hidden = detailView !== 'map';
-    if (!analysis || !analysis.attention[head.layer]) {
+    if (!analysis || !headMap(analysis, head.layer, head.head)) {
       sinkNote.hidden = true;
-      body.replaceChildren(h('p', { class: 'empty-note' }, 'Type a prompt to see this head.'));
+      body.replaceChildren(h('p', { class: 'empty-note' }, emptyNote(state)));
       return;
     }
-    const pattern = analysis.attention[head.layer]!;
+    const { pattern, head: slot } = headMap(analysis, head.layer, head.head)!;
     const t = analysis.tokens.length;
-    const share = sinkShare(pattern, t, head.head);
+    const share = sinkShare(pattern, t, slot);
     sinkNote.hidden = share < SINK_SHARE;
     sinkNote.textContent = `This head gives ${formatPercent(share)} of its attention, on average, to the first token “${tokenText(analysis.labels[0]!)}”. That is the attention sink: a head with nothing useful to read parks its weight on the first position, whose content barely changes the output. The colour scale leaves it out unless you choose “linear” or “√ weight”.`;
     const width = body.clientWidth;
     const summary = describeMap(analysis, state);
     if (detailView === 'lines') {
       lines.element.setAttribute('aria-label', `Lines of ${summary}`);
-      lines.draw({ labels: analysis.labels, pattern, head: head.head, query, full: analysis.bidirectional }, width);
+      lines.draw({ labels: analysis.labels, pattern, head: slot, query, full: analysis.bidirectional }, width);
       if (body.firstChild !== lines.element) body.replaceChildren(lines.element);
       return;
     }
@@ -163,8 +165,8 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
         cellHeight: undefined,
         rowLabels: analysis.labels,
         colLabels: analysis.labels,
-        paint: (image) => paintAttention(image, pattern, t, head.head, colors, attentionScale, analysis.bidirectional),
-        pool: (image, factor) => paintPooled(image, pattern, t, head.head, factor, colors, attentionScale, analysis.bidirectional),
+        paint: (image) => paintAttention(image, pattern, t, slot, colors, attentionScale, analysis.bidirectional),
+        pool: (image, factor) => paintPooled(image, pattern, t, slot, factor, colors, attentionScale, analysis.bidirectional),
         zoomable: true,
       },
       query,
@@ -183,13 +185,13 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
 /** "layer 1, head 2, 12 tokens (rows: queries, columns: keys); strongest weights: …". */
 function describeMap(analysis: Analysis, { head, query }: Readonly<State>): string {
   const t = analysis.tokens.length;
-  const pattern = analysis.attention[head.layer]!;
+  const { pattern, head: slot } = headMap(analysis, head.layer, head.head)!;
   const label = (i: number) => `${i} “${tokenText(analysis.labels[i]!)}”`;
   // The five largest, in one pass (a 512-token map has 130 000 weights).
   const strongest: { q: number; k: number; w: number }[] = [];
   for (let q = 1; q < t; q++) {
     for (let k = 1; k <= lastKey(t, q, analysis.bidirectional); k++) {
-      const w = weight(pattern, t, head.head, q, k);
+      const w = weight(pattern, t, slot, q, k);
       if (strongest.length === 5 && w <= strongest[4]!.w) continue;
       strongest.push({ q, k, w });
       strongest.sort((a, b) => b.w - a.w);
@@ -197,7 +199,7 @@ function describeMap(analysis: Analysis, { head, query }: Readonly<State>): stri
     }
   }
   const q = query ?? t - 1;
-  const row = strongestKeys(pattern, t, head.head, q, 3, analysis.bidirectional).map(({ key, weight: w }) => `${label(key)} ${formatPercent(w)}`);
+  const row = strongestKeys(pattern, t, slot, q, 3, analysis.bidirectional).map(({ key, weight: w }) => `${label(key)} ${formatPercent(w)}`);
   return (
     `layer ${head.layer}, head ${head.head}, ${t} tokens (rows: queries, columns: keys). ` +
     `Query ${label(q)} reads most ${row.join(', ')}. ` +
@@ -209,10 +211,10 @@ function describeMap(analysis: Analysis, { head, query }: Readonly<State>): stri
 function queryRow(analysis: Analysis, { head, query }: Readonly<State>): HTMLElement {
   const t = analysis.tokens.length;
   const q = query ?? t - 1;
-  const pattern = analysis.attention[head.layer]!;
-  const weights = Array.from({ length: lastKey(t, q, analysis.bidirectional) + 1 }, (_, k) => weight(pattern, t, head.head, q, k));
-  const top = Math.max(...weights);
-  const ranked = new Set(strongestKeys(pattern, t, head.head, q, 3, analysis.bidirectional).map(({ key }) => key));
+  const { pattern, head: slot } = headMap(analysis, head.layer, head.head)!;
+  const weights = Array.from({ length: lastKey(t, q, analysis.bidirectional) + 1 }, (_, k) => weight(pattern, t, slot, q, k));
+  const top = weights.reduce((a, b) => Math.max(a, b), 0);
+  const ranked = new Set(strongestKeys(pattern, t, slot, q, 3, analysis.bidirectional).map(({ key }) => key));
   return h(
     'table',
     { class: 'query-row-table', 'data-testid': 'query-row' },
@@ -238,7 +240,7 @@ function queryRow(analysis: Analysis, { head, query }: Readonly<State>): HTMLEle
 /** For every query: its three strongest keys and their weights. */
 function strongestTable(analysis: Analysis, { head, query }: Readonly<State>): HTMLElement {
   const t = analysis.tokens.length;
-  const pattern = analysis.attention[head.layer]!;
+  const { pattern, head: slot } = headMap(analysis, head.layer, head.head)!;
   const cell = (entries: { key: number; weight: number }[], i: number) => {
     const entry = entries[i];
     return h('td', {}, entry ? `${entry.key} “${tokenText(analysis.labels[entry.key]!)}” ${formatPercent(entry.weight)}` : '');
@@ -252,20 +254,27 @@ function strongestTable(analysis: Analysis, { head, query }: Readonly<State>): H
       'tbody',
       {},
       ...analysis.labels.map((label, q) => {
-        const entries = strongestKeys(pattern, t, head.head, q, 3, analysis.bidirectional);
+        const entries = strongestKeys(pattern, t, slot, q, 3, analysis.bidirectional);
         return h('tr', { class: q === query ? 'picked' : undefined }, h('th', { scope: 'row' }, `${q} “${tokenText(label)}”`), cell(entries, 0), cell(entries, 1), cell(entries, 2));
       }),
     ),
   );
 }
 
+/** Why the panel has no map to show. */
+function emptyNote({ analysis, model }: Readonly<State>): string {
+  if (!analysis) return 'Type a prompt to see this head.';
+  // A long prompt: only the opened head comes whole, remade from the queries the CPU keeps.
+  return model?.engine.keepsQueries ? 'Reading this head…' : 'On WebGPU a prompt this long shows its heads pooled only (the grid); choose the CPU backend to open one whole.';
+}
+
 function exportCsv({ analysis, head }: Readonly<State>): void {
-  if (!analysis) return;
+  if (!analysis || !headMap(analysis, head.layer, head.head)) return;
   const t = analysis.tokens.length;
-  const pattern = analysis.attention[head.layer]!;
+  const { pattern, head: slot } = headMap(analysis, head.layer, head.head)!;
   const rows: (string | number)[][] = [['query', 'token', ...analysis.labels.map((label, k) => `${k}:${label}`)]];
   for (let q = 0; q < t; q++) {
-    rows.push([q, analysis.labels[q]!, ...Array.from({ length: t }, (_, k) => (k <= lastKey(t, q, analysis.bidirectional) ? weight(pattern, t, head.head, q, k) : ''))]);
+    rows.push([q, analysis.labels[q]!, ...Array.from({ length: t }, (_, k) => (k <= lastKey(t, q, analysis.bidirectional) ? weight(pattern, t, slot, q, k) : ''))]);
   }
   downloadCsv(`gptlens-L${head.layer}H${head.head}.csv`, rows);
 }

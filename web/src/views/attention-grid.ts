@@ -6,7 +6,7 @@
 // at most THUMBNAIL pixels a side (each pixel the largest weight of its block), so a strong weight
 // never disappears. Arrow keys move through the grid, Enter opens a head; the layer and head
 // labels stay in view while the grid scrolls.
-import type { Analysis } from '../analysis.ts';
+import { thumbnails, type Analysis } from '../analysis.ts';
 import { paintAttention, paintPooled, pooledSize } from '../attention-paint.ts';
 import { sequentialMap } from '../colormap.ts';
 import { cssVar, formatPercent, h, tokenText } from '../dom.ts';
@@ -73,7 +73,10 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
   let shape = '';
 
   const paint = (cell: HeadCell, analysis: Analysis) => {
-    const t = analysis.tokens.length;
+    // A long prompt's thumbnails come from the engine's pooled maps: `t` bins, not tokens.
+    const source = thumbnails(analysis, cell.layer);
+    if (!source) return;
+    const { pattern, t } = source;
     const { canvas } = cell;
     const { size, factor } = pooledSize(t, THUMBNAIL);
     if (canvas.width !== size) {
@@ -85,8 +88,8 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     const { theme, attentionScale } = store.state;
     const colors = sequentialMap(theme);
     const full = analysis.bidirectional;
-    if (factor === 1) paintAttention(image, analysis.attention[cell.layer]!, t, cell.head, colors, attentionScale, full);
-    else paintPooled(image, analysis.attention[cell.layer]!, t, cell.head, factor, colors, attentionScale, full);
+    if (factor === 1) paintAttention(image, pattern, t, cell.head, colors, attentionScale, full);
+    else paintPooled(image, pattern, t, cell.head, factor, colors, attentionScale, full);
     context.putImageData(image, 0, 0);
     cell.stale = false;
   };
@@ -223,11 +226,23 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       const strongest = headScores && strongestDetector(headScores, cell.layer, cell.head);
       const kind = strongest ? ` (${strongest.detector.label.toLowerCase()} head, ${strongest.score.toFixed(2)})` : '';
       const name = `Layer ${cell.layer} head ${cell.head}${kind}${ablated.includes(`${cell.layer}.${cell.head}`) ? ', ablated' : ''}`;
-      const pattern = analysis?.attention[cell.layer];
-      if (!analysis || !pattern) {
+      const source = analysis && thumbnails(analysis, cell.layer);
+      if (!analysis || !source) {
         cell.button.setAttribute('aria-label', name);
         continue;
       }
+      if (analysis.pooled) {
+        // A long prompt: the pooled map's strongest block for the query's block of positions.
+        const { bin } = analysis.pooled;
+        const { pattern, t } = source;
+        const q = Math.floor((query ?? analysis.tokens.length - 1) / bin);
+        let top = 0;
+        for (let key = 1; key <= (analysis.bidirectional ? t - 1 : q); key++) if (pattern[(cell.head * t + q) * t + key]! > pattern[(cell.head * t + q) * t + top]!) top = key;
+        const span = (block: number) => `tokens ${block * bin}–${Math.min((block + 1) * bin, analysis.tokens.length) - 1}`;
+        cell.button.setAttribute('aria-label', `${name}: ${span(q)} attend most to ${span(top)} (up to ${formatPercent(pattern[(cell.head * t + q) * t + top]!)})`);
+        continue;
+      }
+      const pattern = source.pattern;
       const t = analysis.tokens.length;
       const q = query ?? t - 1;
       // The strongest key in one pass (270 heads on every keystroke).

@@ -56,6 +56,9 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
         ),
       );
     }
+    if (model && state.engineNow !== undefined) {
+      rows.push(fact('memory', 'engine memory', formatBytes(state.engineNow), 'the Worker’s WebAssembly memory now: the most loading and running have taken (it never shrinks)'));
+    }
     if (redraw.forwardMs !== undefined) {
       rows.push(
         fact('forward', 'last forward', formatMs(redraw.forwardMs), `${redraw.computed} of ${redraw.tokens} tokens computed, the rest reused from the session (round trip, tensors included)`),
@@ -81,6 +84,6 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
   };
 
   store.subscribe((state, changed) => {
-    if (touched(changed, 'model', 'redraw')) render(state);
+    if (touched(changed, 'model', 'redraw', 'engineNow')) render(state);
   });
 }

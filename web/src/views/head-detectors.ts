@@ -184,6 +184,13 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
     const t = analysis?.tokens.length ?? 0;
     const q = query ?? t - 1;
     finderQuery.textContent = analysis ? `“${tokenText(analysis.labels[q]!)}” (${query === undefined ? 'the last token' : `token ${q}`})` : 'the picked token';
+    finderKey.disabled = analysis?.pooled !== undefined;
+    if (analysis?.pooled) {
+      // A long prompt's maps are pooled: no head's exact weight on one key is at hand.
+      finderKey.replaceChildren(h('option', { value: '' }, '(a prompt this long keeps pooled maps only: shorten it to rank heads)'));
+      ranking.replaceChildren();
+      return;
+    }
     finderKey.replaceChildren(
       h('option', { value: '' }, '(pick a key)'),
       ...Array.from({ length: analysis ? lastKey(t, q, analysis.bidirectional) + 1 : 0 }, (_, k) => h('option', { value: String(k) }, `${k} “${tokenText(analysis!.labels[k]!)}”`)),

@@ -29,9 +29,10 @@ function colorPositions(analysis: Analysis, statistic: Statistic, normalise: Nor
   const columns = analysis.norms.map(values);
   const range = (all: Float32Array) => {
     const column = all.length > 1 ? all.subarray(1) : all;
-    return statistic === 'scale'
-      ? { low: Math.min(...column), high: Math.max(...column) }
-      : { low: -Math.max(...column.map(Math.abs)), high: Math.max(...column.map(Math.abs)) };
+    // Folds, not Math.min(...column): a long prompt has more positions than a call takes arguments.
+    if (statistic === 'scale') return { low: column.reduce((a, b) => Math.min(a, b), Infinity), high: column.reduce((a, b) => Math.max(a, b), -Infinity) };
+    const top = column.reduce((a, b) => Math.max(a, Math.abs(b)), -Infinity);
+    return { low: -top, high: top };
   };
   const ranges = columns.map(range);
   const shared = {

@@ -8,7 +8,9 @@
 //
 // Memory is what the operating system gives Chromium's renderer process, which hosts the page and
 // its Workers (the engine's wasm memory included): the resident set of every `--type=renderer`
-// process, read from /proc. The page's own JS heap comes from `performance.memory`.
+// process, read from /proc, as it is and again after a full garbage collection of the page and the
+// engine's Worker (V8 collects lazily: between collections garbage counts too). The page's own JS
+// heap comes from `performance.memory`; the engine's wasm memory from the page's diagnostics.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg } from 'node:os';
@@ -39,6 +41,36 @@ function rendererMiB() {
   return kib / 1024;
 }
 
+/**
+ * A function that runs a full garbage collection in the page and in the engine's Worker (through
+ * the DevTools protocol) and waits for the memory to settle: what the renderer holds then is what
+ * the page and the engine keep, not garbage V8 has not collected yet.
+ */
+async function garbageCollector(browser, page) {
+  const pageSession = await page.context().newCDPSession(page);
+  const browserSession = await browser.newBrowserCDPSession();
+  const { targetInfos } = await browserSession.send('Target.getTargets');
+  const worker = targetInfos.find((target) => target.type === 'worker' && /\/assets\/worker-/.test(target.url));
+  const { sessionId } = await browserSession.send('Target.attachToTarget', { targetId: worker.targetId, flatten: false });
+  const answered = new Map();
+  browserSession.on('Target.receivedMessageFromTarget', ({ message }) => {
+    const { id } = JSON.parse(message);
+    if (id) answered.get(id)?.();
+  });
+  let nextId = 1;
+  const inWorker = (method) =>
+    new Promise((resolve) => {
+      const id = nextId++;
+      answered.set(id, resolve);
+      void browserSession.send('Target.sendMessageToTarget', { sessionId, message: JSON.stringify({ id, method }) });
+    });
+  return async () => {
+    await pageSession.send('HeapProfiler.collectGarbage');
+    await Promise.race([inWorker('HeapProfiler.collectGarbage'), new Promise((resolve) => setTimeout(resolve, 5000))]);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  };
+}
+
 const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 const ms = (value) => (value === undefined ? '–' : value.toFixed(1));
 
@@ -52,8 +84,9 @@ async function soak(browser, url, model) {
       for (const entry of list.getEntries()) if (entry.name === 'gptlens:keystroke→redraw') window.soak.redraws.push(entry.duration);
     }).observe({ type: 'measure' });
   });
-  await page.goto(`${url}/?${new URLSearchParams({ model, prompt: PROMPT })}`);
+  await page.goto(`${url}/?${new URLSearchParams({ model, prompt: PROMPT, ...(process.env.SOAK_THREADS ? { threads: process.env.SOAK_THREADS } : {}) })}`);
   await page.getByTestId('candidate').first().waitFor({ timeout: 300_000 });
+  const collect = await garbageCollector(browser, page);
   const box = page.getByTestId('prompt');
   await box.click();
   await box.press('End');
@@ -66,10 +99,12 @@ async function soak(browser, url, model) {
     }));
     // The engine's own WebAssembly memory, as the page's diagnostics show it (read once a second).
     const engine = (await page.locator('[data-field=memory]').innerText().catch(() => '–')).split('\n')[0];
-    samples.push({ keys, renderer: rendererMiB(), engine, heap, longTasks, redraws, at: performance.now() });
+    const renderer = rendererMiB();
+    await collect();
+    samples.push({ keys, renderer, collected: rendererMiB(), engine, heap, longTasks, redraws, at: performance.now() });
   };
   await sample(0);
-  const started = performance.now();
+  let started = performance.now();
   for (let key = 1; key <= KEYS; key++) {
     // Keystroke k is due at k / RATE seconds: a page that falls behind makes typing late, not slower.
     const due = started + (key * 1000) / RATE;
@@ -77,9 +112,14 @@ async function soak(browser, url, model) {
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     const position = (key - 1) % (2 * WORD.length);
     await (position < WORD.length ? page.keyboard.type(WORD[position]) : page.keyboard.press('Backspace'));
-    if (key % 1000 === 0) await sample(key);
+    if (key % 1000 === 0) {
+      // The schedule waits for the sample (and its garbage collections): no burst of late keys after it.
+      const sampling = performance.now();
+      await sample(key);
+      started += performance.now() - sampling;
+    }
   }
-  const typingSeconds = (performance.now() - started) / 1000;
+  const typingSeconds = (performance.now() - started) / 1000; // the samples' pauses left out
   await page.waitForTimeout(2000); // the last keystrokes' redraws
   await sample(KEYS);
   await page.close();
@@ -88,10 +128,10 @@ async function soak(browser, url, model) {
 
 function report({ model, typingSeconds, samples }) {
   const lines = [`### ${model}`, '', `${KEYS} keystrokes at ${RATE}/s: typed in ${typingSeconds.toFixed(0)} s (expected ${(KEYS / RATE).toFixed(0)} s).`, ''];
-  lines.push('| keystrokes | renderer RSS MiB | engine wasm memory | page JS heap MiB | long tasks | longest ms | redraws | median ms | p95 ms |', '|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
-  for (const { keys, renderer, engine, heap, longTasks, redraws } of samples) {
+  lines.push('| keystrokes | renderer RSS MiB | after a full GC | engine wasm memory | page JS heap MiB | long tasks | longest ms | redraws | median ms | p95 ms |', '|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
+  for (const { keys, renderer, collected, engine, heap, longTasks, redraws } of samples) {
     const sorted = [...redraws].sort((a, b) => a - b);
-    lines.push(`| ${keys} | ${renderer.toFixed(0)} | ${engine} | ${heap === undefined ? '–' : heap.toFixed(1)} | ${longTasks.length} | ${ms(Math.max(0, ...longTasks))} | ${redraws.length} | ${ms(quantile(sorted, 0.5))} | ${ms(quantile(sorted, 0.95))} |`);
+    lines.push(`| ${keys} | ${renderer.toFixed(0)} | ${collected.toFixed(0)} | ${engine} | ${heap === undefined ? '–' : heap.toFixed(1)} | ${longTasks.length} | ${ms(Math.max(0, ...longTasks))} | ${redraws.length} | ${ms(quantile(sorted, 0.5))} | ${ms(quantile(sorted, 0.95))} |`);
   }
   // Warm-up: the first 1,000 keystrokes; growth is measured from there to the end.
   const warm = samples.find(({ keys }) => keys >= 1000) ?? samples[0];
@@ -100,7 +140,8 @@ function report({ model, typingSeconds, samples }) {
   const redraws = samples.flatMap(({ redraws }) => redraws).sort((a, b) => a - b);
   lines.push(
     '',
-    `Renderer memory after warm-up: ${warm.renderer.toFixed(0)} → ${last.renderer.toFixed(0)} MiB (${(((last.renderer - warm.renderer) / warm.renderer) * 100).toFixed(1)} %); ` +
+    `Renderer memory after warm-up: ${warm.renderer.toFixed(0)} → ${last.renderer.toFixed(0)} MiB (${(((last.renderer - warm.renderer) / warm.renderer) * 100).toFixed(1)} %) as it is; ` +
+      `${warm.collected.toFixed(0)} → ${last.collected.toFixed(0)} MiB (${(((last.collected - warm.collected) / warm.collected) * 100).toFixed(1)} %) after a full garbage collection of the page and the engine's Worker; ` +
       `long tasks: ${all.length}, longest ${ms(Math.max(0, ...all))} ms; keystroke → redraw over the run: median ${ms(quantile(redraws, 0.5))} ms, p95 ${ms(quantile(redraws, 0.95))} ms.`,
     '',
   );

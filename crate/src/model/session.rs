@@ -454,9 +454,9 @@ impl Session {
 
     /// Runs `new` after the cached tokens. The caller has validated the tokens.
     async fn extend(&mut self, new: &[u32]) -> Result<()> {
-        self.captures.grow_to(self.tokens.len() + new.len());
         #[cfg(feature = "gpu")]
         if let Engine::Gpu(pass) = &mut self.engine {
+            self.captures.grow_to(self.tokens.len() + new.len());
             let c = &self.model.config;
             // A GPU pass takes up to GPU_CHUNK tokens in one command encoder.
             for chunk in new.chunks(GPU_CHUNK) {

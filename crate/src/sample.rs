@@ -103,41 +103,139 @@ pub fn filtered_probs(logits: &[f32], params: &SamplingParams) -> Result<Vec<f32
     if params.top_k.is_none() && params.top_p.is_none() {
         return Ok(probs);
     }
-    // Only the top-k need ranking (a partial selection, not a sort of the whole vocabulary);
-    // top-p alone must walk the ranking as far as the mass takes it.
-    let order = top_indices(&probs, params.top_k.unwrap_or(probs.len()));
-    let mut keep = order.len();
-    if let Some(p) = params.top_p {
-        let mut cumulative = 0.0f64;
-        let needed = order
-            .iter()
-            .position(|&i| {
-                cumulative += f64::from(probs[i]);
-                cumulative >= f64::from(p)
-            })
-            .map_or(order.len(), |i| i + 1);
-        keep = keep.min(needed);
-    }
-    let total: f64 = order[..keep].iter().map(|&i| f64::from(probs[i])).sum();
+    let order = survivors(&probs, params);
+    let total: f64 = order.iter().map(|&i| f64::from(probs[i])).sum();
     let mut kept = vec![0.0; probs.len()];
-    for &i in &order[..keep] {
+    for &i in &order {
         kept[i] = (f64::from(probs[i]) / total) as f32;
     }
     Ok(kept)
 }
 
+/// The `k` tokens most probable under `params` as `(id, probability)`, highest first (ties by id),
+/// the probabilities those of `filtered_probs`; tokens a filter removed are left out. Only the
+/// survivors are ranked and renormalised, never the whole vocabulary: the candidates a UI lists
+/// on every keystroke.
+pub fn most_probable_under(logits: &[f32], params: &SamplingParams, k: usize) -> Result<Vec<(usize, f32)>> {
+    params.validate()?;
+    let probs = softmax_with_temperature(logits, params.temperature)?;
+    if params.top_k.is_none() && params.top_p.is_none() {
+        return Ok(most_probable(&probs, k));
+    }
+    let order = survivors(&probs, params);
+    let total: f64 = order.iter().map(|&i| f64::from(probs[i])).sum();
+    Ok(order
+        .into_iter()
+        .take(k)
+        .map(|i| (i, (f64::from(probs[i]) / total) as f32))
+        .take_while(|&(_, p)| p > 0.0)
+        .collect())
+}
+
+/// The tokens top-k and top-p keep, most probable first. Top-p ranks only as far as its mass
+/// takes it: the first 256 tokens, then 8 times as many, until the mass is reached (usually at
+/// once), instead of ranking the whole vocabulary.
+fn survivors(probs: &[f32], params: &SamplingParams) -> Vec<usize> {
+    let limit = params.top_k.map_or(probs.len(), |k| k.min(probs.len()));
+    let Some(p) = params.top_p else { return top_indices(probs, limit) };
+    let mut ranked = limit.min(256);
+    loop {
+        let mut order = top_indices(probs, ranked);
+        let mut cumulative = 0.0f64;
+        let needed = order.iter().position(|&i| {
+            cumulative += f64::from(probs[i]);
+            cumulative >= f64::from(p)
+        });
+        if let Some(last) = needed {
+            order.truncate(last + 1);
+            return order;
+        }
+        if ranked == limit {
+            return order;
+        }
+        ranked = ranked.saturating_mul(8).min(limit);
+    }
+}
+
+/// A token's place in the ranking: `a < b` when `a` ranks first (more probable; on a tie, the
+/// lower id), so a max-heap keeps the worst of those kept on top.
+#[derive(Clone, Copy, PartialEq)]
+struct Ranked {
+    prob: f32,
+    id: usize,
+}
+
+impl Eq for Ranked {}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.prob.total_cmp(&self.prob).then(self.id.cmp(&other.id))
+    }
+}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// The `k` most probable token ids, highest first; ties go to the lower id, so the order is total
-/// and reproducible. Found by partial selection: choosing 1,000 of 262,144 tokens (Gemma) costs a
-/// pass over them, not a sort.
+/// and reproducible. Neither way sorts the whole vocabulary: a few (the 12 a UI lists) are kept in
+/// a heap during one pass, most tokens costing one comparison; more (the 1,000 survivors it counts)
+/// are narrowed to a few more than `k` candidates by a histogram, then selected among those.
 fn top_indices(probs: &[f32], k: usize) -> Vec<usize> {
+    let k = k.min(probs.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    if k <= 64 {
+        let mut kept = std::collections::BinaryHeap::with_capacity(k + 1);
+        for (id, &prob) in probs.iter().enumerate() {
+            let token = Ranked { prob, id };
+            if kept.len() < k {
+                kept.push(token);
+            } else if let Some(mut worst) = kept.peek_mut() {
+                if token < *worst {
+                    *worst = token;
+                }
+            }
+        }
+        return kept.into_sorted_vec().into_iter().map(|token| token.id).collect();
+    }
     let by_rank = |a: &usize, b: &usize| probs[*b].total_cmp(&probs[*a]).then(a.cmp(b));
-    let mut order: Vec<usize> = (0..probs.len()).collect();
+    let mut order = candidates(probs, k);
     if k < order.len() {
         order.select_nth_unstable_by(k, by_rank);
         order.truncate(k);
     }
     order.sort_by(by_rank);
     order
+}
+
+/// Every token that can be among the `k` most probable (k ≥ 1): the probabilities' top 12 bits,
+/// made to order as the numbers do (`f32::total_cmp`'s order), bin them; the bin the k-th falls in
+/// and those above it hold the candidates.
+fn candidates(probs: &[f32], k: usize) -> Vec<usize> {
+    const BITS: u32 = 12;
+    let bin = |prob: f32| {
+        let bits = prob.to_bits();
+        let ordered = if bits >> 31 == 1 { !bits } else { bits | 0x8000_0000 };
+        (ordered >> (32 - BITS)) as usize
+    };
+    let mut counts = vec![0usize; 1 << BITS];
+    for &prob in probs {
+        counts[bin(prob)] += 1;
+    }
+    let mut above = 0;
+    let mut threshold = 0;
+    for (b, &count) in counts.iter().enumerate().rev() {
+        above += count;
+        if above >= k {
+            threshold = b;
+            break;
+        }
+    }
+    (0..probs.len()).filter(|&i| bin(probs[i]) >= threshold).collect()
 }
 
 /// The `k` most probable tokens as `(id, probability)`, highest first (ties by id), leaving out tokens with
@@ -230,8 +328,44 @@ mod tests {
         let probs: Vec<f32> = (0..5000).map(|_| (rng.next_f32() * 50.0).floor() / 50.0).collect();
         let mut full: Vec<usize> = (0..probs.len()).collect();
         full.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
-        for k in [0, 1, 7, 1000, 4999, 5000, 6000] {
+        for k in [0, 1, 7, 64, 65, 600, 1000, 4999, 5000, 6000] {
             assert_eq!(top_indices(&probs, k), full[..k.min(full.len())], "k = {k}");
+        }
+    }
+
+    /// Top-p ranks in widening steps (256, then ×8): every step count gives what one ranking of
+    /// the whole vocabulary gives, and the candidates a UI lists are those of the full distribution.
+    #[test]
+    fn top_p_ranked_in_steps_keeps_what_a_full_ranking_keeps() {
+        let mut rng = Rng::new(9);
+        // Nearly flat logits: top-p 0.9 needs most of the 5,000 tokens (three widening steps).
+        let logits: Vec<f32> = (0..5000).map(|_| (rng.next_f32() * 40.0).floor() / 400.0).collect();
+        for params in [
+            SamplingParams { top_p: Some(0.9), ..Default::default() },
+            SamplingParams { top_p: Some(0.01), ..Default::default() },
+            SamplingParams { top_p: Some(1.0), top_k: Some(3000), temperature: 0.7 },
+            SamplingParams { top_k: Some(40), ..Default::default() },
+        ] {
+            let probs = softmax_with_temperature(&logits, params.temperature).unwrap();
+            let mut full: Vec<usize> = (0..probs.len()).collect();
+            full.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+            full.truncate(params.top_k.unwrap_or(full.len()));
+            let mut cumulative = 0.0f64;
+            let p = f64::from(params.top_p.unwrap_or(1.0));
+            let keep = full.iter().position(|&i| {
+                cumulative += f64::from(probs[i]);
+                cumulative >= p
+            });
+            full.truncate(keep.map_or(full.len(), |last| last + 1));
+            assert_eq!(survivors(&probs, &params), full, "{params:?}");
+            let filtered = filtered_probs(&logits, &params).unwrap();
+            for k in [1, 12, 1000] {
+                assert_eq!(
+                    most_probable_under(&logits, &params, k).unwrap(),
+                    most_probable(&filtered, k),
+                    "{params:?}, k = {k}"
+                );
+            }
         }
     }
 

@@ -353,13 +353,15 @@ fn probabilities_and_top_k() {
     }
     assert!(message(trace.probs(6, 1.0).unwrap_err()).contains("past the last token"));
 
-    #[derive(Deserialize)]
     struct TokenProb {
         id: usize,
         prob: f32,
     }
+    // `[id, prob, id, prob, …]`: ids exact as f64, probabilities the f32 values widened.
     let top_k = |k, params: JsValue| -> Vec<TokenProb> {
-        serde_wasm_bindgen::from_value(trace.top_k(k, params).map_err(message).unwrap()).unwrap()
+        let flat = trace.top_k_flat(k, params).map_err(message).unwrap();
+        assert_eq!(flat.len() % 2, 0);
+        flat.chunks_exact(2).map(|pair| TokenProb { id: pair[0] as usize, prob: pair[1] as f32 }).collect()
     };
     let last = trace.probs(5, 1.0).map_err(message).unwrap();
     let top = top_k(5, JsValue::UNDEFINED);

@@ -11,14 +11,9 @@
 // process, read from /proc, as it is and again after a full garbage collection of the page and the
 // engine's Worker (V8 collects lazily: between collections garbage counts too). The page's own JS
 // heap comes from `performance.memory`; the engine's wasm memory from the page's diagnostics.
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
-import { cpus, loadavg } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { launchChromium } from '../support/browser.mjs';
-import { servePage } from '../web/page-server.mjs';
+import { readFileSync, readdirSync } from 'node:fs';
+import { benchEachModel } from './page-models.mjs';
 
-const repo = fileURLToPath(new URL('../..', import.meta.url));
 const KEYS = Number(process.env.SOAK_KEYS ?? 10_000);
 const RATE = Number(process.env.SOAK_RATE ?? 20);
 const MODELS = (process.env.SOAK_MODELS ?? 'fixtures/gpt2-tiny-f32,assets/SmolLM2-135M-Instruct.Q4_1.gguf').split(',');
@@ -89,7 +84,7 @@ async function soak(browser, url, model) {
   const collect = await garbageCollector(browser, page);
   const box = page.getByTestId('prompt');
   await box.click();
-  await box.press('End');
+  await box.press('Control+End');
   const samples = [];
   const sample = async (keys) => {
     const { heap, longTasks, redraws } = await page.evaluate(() => ({
@@ -148,30 +143,4 @@ function report({ model, typingSeconds, samples }) {
   return lines.join('\n');
 }
 
-const server = await servePage({ limitSeconds: 24 * 3600 });
-const browser = await launchChromium();
-const sections = [
-  `# npm run soak — ${new Date().toISOString()}`,
-  '',
-  `Machine: ${cpus().length} cores, load ${loadavg().map((load) => load.toFixed(2)).join(' ')} at the start.`,
-  '',
-];
-try {
-  for (const model of MODELS) {
-    const file = model.startsWith('fixtures/') ? `${repo}/tests/${model}` : `${repo}/${model.replace(/^assets\//, 'assets/models/')}`;
-    if (!existsSync(file)) {
-      sections.push(`### ${model}`, '', `SKIPPED: ${file} is not there (scripts/fetch-smollm.sh fetches SmolLM2).`, '');
-      continue;
-    }
-    const result = await soak(browser, server.url, model);
-    sections.push(report(result));
-    console.log(sections.at(-1));
-  }
-} finally {
-  await browser.close();
-  await server.close();
-}
-sections.push(`Load at the end: ${loadavg().map((load) => load.toFixed(2)).join(' ')}.`);
-await mkdir(`${repo}/tests/output`, { recursive: true });
-await writeFile(`${repo}/tests/output/soak.md`, `${sections.join('\n')}\n`);
-console.log(`\nwritten to tests/output/soak.md`);
+await benchEachModel({ title: 'npm run soak', models: MODELS, output: 'soak.md', measure: soak, report });

@@ -118,3 +118,65 @@ export async function runFixtureDirectOnWebGpu(tokens) {
     return { error: error.message };
   }
 }
+
+/**
+ * `session.runPrompt` on the fixture through the worker client, beside what the same questions
+ * asked one message each give on a second session: a prompt decoded from `tokens` and then edited
+ * at its end (prefix reuse), a long run pooled past 4 tokens with a head opened whole, and a
+ * prompt past the context. Returns what the tests compare, or the error's message.
+ */
+export async function runPromptFixture(options, tokens) {
+  let engine;
+  try {
+    engine = await createWorkerClient(options);
+    const info = await engine.load(await fixtureFiles());
+    const capture = info.hooks.filter((hook) => /\.(hook_pattern|hook_scale|hook_mean)$/.test(hook));
+    const live = await engine.session();
+    const chained = await engine.session();
+    const text = await engine.decode(Uint32Array.from(tokens));
+    const sampling = { temperature: 0.8, topP: 0.9 };
+    const steps = [];
+    for (const edit of [text, `${text} the`, `${text} they`]) {
+      const answer = await live.runPrompt(edit, { capture, next: { k: 5, sampling, survivors: 50 } });
+      const ids = await engine.encode(edit);
+      const trace = await chained.run(ids, capture);
+      steps.push({
+        tokens: [Array.from(answer.trace.tokens()), Array.from(ids)],
+        computed: [answer.trace.computed, trace.computed],
+        labels: [answer.labels, await engine.tokenStrings(ids)],
+        top: [answer.next.top.map(({ id, prob }) => ({ id, prob })), await trace.topK(5)],
+        topLabels: [answer.next.top.map(({ label }) => label), await engine.tokenStrings((await trace.topK(5)).map(({ id }) => id))],
+        kept: [answer.next.kept, await trace.topK(50, sampling)],
+        tensors: capture.map((hook) => [Array.from(answer.trace.tensor(hook).data), Array.from(trace.tensor(hook).data)]),
+        timings: answer.timings,
+      });
+    }
+    // One message to the Worker for all of it (traces let go of ride along with it, or go on their own after a second).
+    const post = Worker.prototype.postMessage;
+    const messages = [];
+    Worker.prototype.postMessage = function count(...args) {
+      if (args[0]?.op !== 'releaseTraces') messages.push(args[0]?.op);
+      return post.apply(this, args);
+    };
+    const logits = Array.from((await live.runPrompt(text, { next: { k: 3 } })).trace.tensor('logits').data);
+    Worker.prototype.postMessage = post;
+    // Past 4 tokens the maps come pooled and head 1.2 whole, from the queries the session kept.
+    const pooled = await live.runPrompt(text, { capture, pooledPast: 4, open: { layer: 1, head: 2 } });
+    const whole = await chained.run(Uint32Array.from(tokens), ['blocks.1.attn.hook_pattern']);
+    const t = tokens.length;
+    const head = Array.from(whole.tensor('blocks.1.attn.hook_pattern').data.subarray(2 * t * t, 3 * t * t));
+    const tooLong = await live.runPrompt(text.repeat(20), { capture }).then(() => 'no error', (error) => `${error.name}: ${error.message}`);
+    return {
+      steps,
+      logits,
+      pooledNames: pooled.trace.names().filter((name) => name.includes('pattern')),
+      opened: [Array.from(pooled.opened.data), head],
+      tooLong,
+      messages,
+    };
+  } catch (error) {
+    return { error: `${error.message}\n${error.stack}` };
+  } finally {
+    engine?.terminate();
+  }
+}

@@ -52,6 +52,7 @@ const [threaded, singleOnIsolated, fallback, mainThread] = await Promise.all([
   inPage(plain, 'runFixture', {}, tokens),
   inPage(isolated, 'runFixtureOnMainThread', tokens),
 ]);
+const prompted = await inPage(isolated, 'runPromptFixture', { threads: 2 }, tokens);
 // After the CPU runs: SwiftShader on 2 shared cores is slow, and the pages above time nothing.
 const adapter = await inPage(isolated, 'webgpuAdapter');
 const [onWebGpu, auto, direct] = await Promise.all([
@@ -84,6 +85,30 @@ test('browser logits match the PyTorch reference within 1e-4', () => {
   const expected = reference.tensors.logits.data;
   const worst = threaded.logits.reduce((max, value, i) => Math.max(max, Math.abs(value - expected[i])), 0);
   assert.ok(worst <= 1e-4, `off by ${worst}`);
+});
+
+test('session.runPrompt answers in one message what encode, run, topK and tokenStrings answer one message each', () => {
+  assert.equal(prompted.error, undefined);
+  const [first, ...edits] = prompted.steps;
+  assert.deepEqual(first.tokens[0], [...tokens], 'the fixture prompt encodes to the reference tokens');
+  for (const step of prompted.steps) {
+    assert.deepEqual(step.tokens[0], step.tokens[1]);
+    assert.deepEqual(step.computed[0], step.computed[1], 'the same prefix reuse');
+    assert.deepEqual(step.labels[0], step.labels[1]);
+    assert.deepEqual(step.top[0], step.top[1]);
+    assert.deepEqual(step.topLabels[0], step.topLabels[1]);
+    assert.deepEqual(step.kept[0], step.kept[1]);
+    for (const [mine, theirs] of step.tensors) assert.deepEqual(bits(mine), bits(theirs));
+    for (const stage of ['tokenize', 'forward', 'next']) assert.ok(step.timings[stage] >= 0, stage);
+  }
+  assert.ok(edits.every((step) => step.computed[0] < step.tokens[0].length), 'an edit at the end recomputes only the end');
+  const expected = reference.tensors.logits.data;
+  const worst = prompted.logits.reduce((max, value, i) => Math.max(max, Math.abs(value - expected[i])), 0);
+  assert.ok(worst <= 1e-4, `PyTorch's logits: off by ${worst}`);
+  assert.deepEqual(prompted.messages, ['sessionRunPrompt'], 'one message to the Worker');
+  assert.deepEqual(prompted.pooledNames, ['blocks.0.attn.hook_pattern.pooled', 'blocks.1.attn.hook_pattern.pooled']);
+  assert.deepEqual(bits(prompted.opened[0]), bits(prompted.opened[1]), 'the opened head whole, the bits of hook_pattern');
+  assert.match(prompted.tooLong, /^RangeError: The prompt is \d+ tokens; this model reads at most 64\.$/);
 });
 
 test('a page that is not cross-origin isolated falls back to single-thread and says why', () => {

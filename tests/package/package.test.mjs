@@ -296,14 +296,21 @@ function fakeWorker(info = { ...model.info() }) {
     addEventListener(type, listener) {
       if (type === 'message') listeners.push(listener);
     },
-    postMessage({ id, op, args }) {
-      posted.push({ op, args });
+    postMessage({ id, op, args, release }) {
+      posted.push({ op, args, ...(release ? { release } : {}) });
       const result = {
         init: backend(),
         load: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
         loadGgufEnd: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
         openSession: 1,
         run: { id: 2, tokens: Uint32Array.from(referenceTokens), computed: referenceTokens.length, tensors: {} },
+        sessionRunPrompt: {
+          trace: { id: 5, tokens: Uint32Array.from(referenceTokens), computed: 1, tensors: {} },
+          labels: [],
+          next: undefined,
+          opened: undefined,
+          timings: { tokenize: 0, forward: 0, next: 0 },
+        },
         embed: new Float32Array(info.dModel),
         trainerCreate: { id: 3, paramCount: 7664, recipe: { steps: 30, batch: 4 } },
         trainerTrain: [],
@@ -349,6 +356,56 @@ test('the worker client checks the same arguments before posting anything to the
   assert.deepEqual(sent[0].args, [2, 513, { temperature: 1, topK: 513 }]);
   assert.deepEqual(sent[1].args, [1, 512]);
   assert.ok(sent[2].args[0] instanceof Uint32Array);
+  engine.terminate();
+});
+
+test('the worker client frees released traces with its next request, or after a second on its own', async () => {
+  const worker = fakeWorker();
+  const engine = await createWorkerClient({ worker });
+  await engine.load(files);
+  const session = await engine.session();
+  const { trace } = await session.runPrompt('The cat', {});
+  const before = worker.posted.length;
+  await trace.release();
+  assert.equal(worker.posted.length, before, 'no message of its own');
+  await session.runPrompt('The cat sat', {});
+  assert.deepEqual(worker.posted.slice(before).map(({ op, release }) => [op, release]), [['sessionRunPrompt', [5]]]);
+  const again = await session.runPrompt('The cat sat on', {});
+  await again.trace.release();
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  assert.deepEqual(worker.posted.slice(before + 2).map(({ op, release }) => [op, release]), [['releaseTraces', [5]]]);
+  engine.terminate();
+});
+
+test('the worker client checks runPrompt\'s input and query before posting: one message when they are right', async () => {
+  const worker = fakeWorker();
+  const engine = await createWorkerClient({ worker });
+  await engine.load(files);
+  const session = await engine.session();
+  const before = worker.posted.length;
+  const bad = [
+    [['x'], {}, 'TypeError', /^input\[0\] must be an integer in \[0, 513\), not "x"$/],
+    [[513], {}, 'RangeError', /^input\[0\] must be an integer in \[0, 513\)/],
+    [42, {}, 'TypeError', /^input must be a Uint32Array or an array of integers/],
+    ['a', null, 'TypeError', /^query must be an object \{ capture\?, pooledPast\?, open\?, next\? \}, not null$/],
+    ['a', { capture: 'logits' }, 'TypeError', /^query\.capture must be an array of hook names/],
+    ['a', { pooledPast: -1 }, 'RangeError', /^query\.pooledPast must be an integer in \[0, 2\^53 − 1\), not -1$/],
+    ['a', { pooledPast: 1.5 }, 'RangeError', /^query\.pooledPast /],
+    ['a', { open: { layer: 2, head: 0 } }, 'RangeError', /^query\.open\.layer must be an integer in \[0, 2\), not 2$/],
+    ['a', { open: { layer: 0, head: -1 } }, 'RangeError', /^query\.open\.head must be an integer in \[0, 4\), not -1$/],
+    ['a', { next: { k: 0 } }, 'RangeError', /^query\.next\.k must be an integer ≥ 1/],
+    ['a', { next: { k: 3, sampling: { temperature: -1 } } }, 'RangeError', /^query\.next\.sampling\.temperature /],
+    ['a', { next: { k: 3, survivors: NaN } }, 'RangeError', /^query\.next\.survivors must be an integer ≥ 1/],
+  ];
+  for (const [input, query, name, message] of bad) {
+    await assert.rejects(session.runPrompt(input, query), { name, message }, `runPrompt(${JSON.stringify(input)}, ${JSON.stringify(query)})`);
+  }
+  assert.equal(worker.posted.length, before, 'no bad call reached the worker');
+  const answer = await session.runPrompt('The cat', { capture: ['logits'], pooledPast: 100, open: { layer: 1, head: 3 }, next: { k: 2 ** 40, sampling: { temperature: 1, topK: 2 ** 40 }, survivors: 2 ** 40 } });
+  const sent = worker.posted.slice(before);
+  assert.deepEqual(sent.map(({ op }) => op), ['sessionRunPrompt'], 'one message');
+  assert.deepEqual(sent[0].args, [1, 'The cat', { capture: ['logits'], pooledPast: 100, open: { layer: 1, head: 3 }, next: { k: 513, sampling: { temperature: 1, topK: 513 }, survivors: 513 } }]);
+  assert.equal(answer.trace.computed, 1);
   engine.terminate();
 });
 

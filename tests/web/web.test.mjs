@@ -90,18 +90,46 @@ async function typePrompt(page, text, expectedIds) {
     (ids) => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join() === ids,
     expectedIds.join(),
   );
+  await viewsSettled(page);
 }
 
-/** Per canvas of the attention grid: its size and how many of its pixels are painted. */
-function gridCanvases(page) {
-  return page.getByTestId('attention-grid').locator('canvas').evaluateAll((canvases) =>
-    canvases.map((canvas) => {
-      const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+/** Waits for the views the page left for later (off screen while typing went on) to be drawn. */
+function viewsSettled(page) {
+  return page.waitForFunction(() => window.gptlensViewsWaiting === 0);
+}
+
+/**
+ * Per head of the attention grid (in grid order), its thumbnail as the page drew it: its side in
+ * map pixels (one per token pair, or per pooled block), how many of them are painted, and the
+ * cell's side in canvas pixels. Read from the grid's one canvas, sampling the middle of each map
+ * pixel inside the head's cell; unpainted pixels (a causal map's masked half) show the map
+ * background. The grid is scrolled into view first: the page paints only the heads on screen.
+ */
+async function gridCanvases(page) {
+  await page.getByTestId('attention-grid').scrollIntoViewIfNeeded();
+  // Heads that came into view are painted with the next frame (their IntersectionObserver report).
+  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+  return page.getByTestId('attention-grid').evaluate((grid) => {
+    const canvas = grid.querySelector('canvas.grid-canvas');
+    const scale = canvas.width / canvas.getBoundingClientRect().width;
+    const { data, width } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+    const background = getComputedStyle(document.documentElement).getPropertyValue('--map-bg').trim();
+    const [r, g, b] = [1, 3, 5].map((at) => Number.parseInt(background.slice(at, at + 2), 16));
+    return [...grid.querySelectorAll('button.head')].map((button) => {
+      const size = Number(button.dataset.pixels ?? 0);
+      const side = button.offsetWidth * scale;
       let painted = 0;
-      for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted++;
-      return { width: canvas.width, height: canvas.height, painted };
-    }),
-  );
+      for (let row = 0; row < size; row++) {
+        for (let column = 0; column < size; column++) {
+          const x = Math.floor(button.offsetLeft * scale + ((column + 0.5) * side) / size);
+          const y = Math.floor(button.offsetTop * scale + ((row + 0.5) * side) / size);
+          const at = (y * width + x) * 4;
+          if (data[at + 3] > 0 && (data[at] !== r || data[at + 1] !== g || data[at + 2] !== b)) painted++;
+        }
+      }
+      return { width: size, height: size, painted, side: Math.round(side) };
+    });
+  });
 }
 
 function candidates(page) {
@@ -116,11 +144,11 @@ test('typing a prompt shows its tokens, a map per head, and the next token', asy
   await typePrompt(page, PROMPT, [...tokens]);
   const { nLayer, nHead } = engine.info();
   const canvases = await gridCanvases(page);
-  assert.equal(canvases.length, nLayer * nHead, 'one canvas per layer × head');
+  assert.equal(canvases.length, nLayer * nHead, 'one map per layer × head');
   for (const [i, canvas] of canvases.entries()) {
-    assert.equal(canvas.width, tokens.length, `canvas ${i} has one pixel per token`);
-    // The causal triangle, diagonal included, is painted; the masked part stays transparent.
-    assert.equal(canvas.painted, (tokens.length * (tokens.length + 1)) / 2, `canvas ${i} is painted`);
+    assert.equal(canvas.width, tokens.length, `map ${i} has one pixel per token`);
+    // The causal triangle, diagonal included, is painted; the masked part shows the map background.
+    assert.equal(canvas.painted, (tokens.length * (tokens.length + 1)) / 2, `map ${i} is painted`);
   }
   assert.match(await page.getByTestId('prompt').inputValue(), /drink to$/);
   assert.match(await page.getByTestId('layernorm').innerText(), /through the depth/);
@@ -590,10 +618,10 @@ async function webgpuAdapter() {
 async function assertViewsDrawn(page, tokens) {
   const { nLayer, nHead } = engine.info();
   const canvases = await gridCanvases(page);
-  assert.equal(canvases.length, nLayer * nHead, 'one canvas per layer × head');
+  assert.equal(canvases.length, nLayer * nHead, 'one map per layer × head');
   for (const [i, canvas] of canvases.entries()) {
-    assert.equal(canvas.width, tokens, `canvas ${i} has one pixel per token`);
-    assert.equal(canvas.painted, (tokens * (tokens + 1)) / 2, `canvas ${i} is painted`);
+    assert.equal(canvas.width, tokens, `map ${i} has one pixel per token`);
+    assert.equal(canvas.painted, (tokens * (tokens + 1)) / 2, `map ${i} is painted`);
   }
   const detailPainted = await page.getByTestId('attention-detail').locator('canvas').first().evaluate((canvas) => {
     const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
@@ -1114,12 +1142,14 @@ test('a 512-token prompt: max-pooled thumbnails, a zoomable map with legible lab
   await page.getByTestId('candidate').first().waitFor();
   assert.match(await page.getByTestId('layernorm').innerText(), /scale\s+√\(mean x² \+ ε\)/, 'the RMSNorm formula');
 
-  // Thumbnails: pooled to 86 × 86 (blocks of 6 × 6), every block of the causal triangle painted.
+  // Thumbnails: max-pooled to at most 96 pixels and at most the cell's side (blocks of 6 × 6 in an
+  // 86-pixel thumbnail for a cell of 96 or more), every block of the causal triangle painted.
   const thumbs = await gridCanvases(page);
   assert.equal(thumbs.length, 8);
   for (const canvas of thumbs) {
-    assert.equal(canvas.width, 86);
-    assert.equal(canvas.painted, (86 * 87) / 2);
+    const side = Math.ceil(512 / Math.ceil(512 / Math.min(96, canvas.side)));
+    assert.equal(canvas.width, side);
+    assert.equal(canvas.painted, (side * (side + 1)) / 2);
   }
   await page.getByTestId('attention-grid').screenshot({ path: `${shots}/long-512-grid.png` });
 
@@ -1237,10 +1267,14 @@ test('a prompt too long for every head’s whole map: pooled thumbnails, the ope
   await page.getByTestId('attention-map').waitFor();
 
   // 8 heads × 2000² weights would be 128 MB: the engine pools them to bins of 16 (125 a side),
-  // and the thumbnails pool those to at most 96 px: 63 px, every cell of the causal triangle painted.
+  // and the thumbnails pool those to at most 96 px and the cell's side (63 px in a cell of 63 or
+  // more), every cell of the causal triangle painted.
   const thumbs = await gridCanvases(page);
   assert.equal(thumbs.length, 8);
-  for (const canvas of thumbs) assert.deepEqual([canvas.width, canvas.painted], [63, (63 * 64) / 2]);
+  for (const canvas of thumbs) {
+    const side = Math.ceil(125 / Math.ceil(125 / Math.min(96, canvas.side)));
+    assert.deepEqual([canvas.width, canvas.painted], [side, (side * (side + 1)) / 2]);
+  }
   await page.getByTestId('attention-grid').screenshot({ path: `${shots}/long-2000-pooled-grid.png` });
 
   // Opening a head brings its whole map, remade in the engine from the queries it kept: the last
@@ -1273,7 +1307,7 @@ test('a prompt too long for every head’s whole map: pooled thumbnails, the ope
   // A short prompt again: every whole map, thumbnails one pixel per token.
   await box.fill('The cat sat');
   await page.waitForFunction(() => document.querySelectorAll('[data-testid=tokens] .chip').length < 10);
-  await page.waitForFunction(() => document.querySelector('[data-testid=attention-grid] canvas').width < 10);
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid=attention-grid] button.head').dataset.pixels) < 10);
   const chips = await page.locator('[data-testid=tokens] .chip').count();
   assert.equal((await gridCanvases(page))[0].width, chips);
   session.free?.();
@@ -1312,7 +1346,7 @@ test('Gemma-3-270M (fetched on request): listed with its terms, its tokens, a ma
   // transformers' ids for this prompt (tests/fixtures/gemma3-270m: BOS, then SentencePiece).
   assert.deepEqual(await chipIds(page), ['2', '818', '5279', '529', '7001', '563']);
   const canvases = await gridCanvases(page);
-  assert.equal(canvases.length, 18 * 4, 'one canvas per layer × head');
+  assert.equal(canvases.length, 18 * 4, 'one map per layer × head');
   assert.ok(canvases.slice(0, 8).every((canvas) => canvas.painted === 21), 'the causal triangles are painted');
   const top = (await candidates(page)).slice(0, 3).map((candidate) => candidate.id);
   assert.deepEqual(top, [506, 496, 9079], 'transformers’ top three: “ the”, “ a”, “ Paris”');
@@ -1650,8 +1684,8 @@ test('an encoder (all-MiniLM-L6-v2): full attention maps, post-LN strips, live s
   const canvases = await gridCanvases(page);
   assert.equal(canvases.length, nLayer * nHead);
   for (const [i, canvas] of canvases.entries()) {
-    assert.equal(canvas.width, n, `canvas ${i}: one pixel per token`);
-    assert.equal(canvas.painted, n * n, `canvas ${i}: the full map is painted`);
+    assert.equal(canvas.width, n, `map ${i}: one pixel per token`);
+    assert.equal(canvas.painted, n * n, `map ${i}: the full map is painted`);
   }
   // Query 0 reads every key: its row lists all of them, with the package's weights.
   const pattern = minilm.run(tokens, ['blocks.0.attn.hook_pattern']).tensor('blocks.0.attn.hook_pattern').data;
@@ -1782,9 +1816,11 @@ test('train in the page: Tiny learns Hamlet, pauses and resumes, the views follo
   await page.waitForFunction(() => document.querySelector('[data-field=model]')?.textContent?.startsWith('trained in the page · step 40'));
   assert.match(await field(page, 'model'), /gpt2 · 2 layers × 2 heads · d 64 · vocab 256 · context 64/);
   const bytes = new TextEncoder().encode(PROMPT);
+  // The page paints the heads on screen: the grid is scrolled into view (the panel above was in it).
+  await page.getByTestId('attention-grid').scrollIntoViewIfNeeded();
   await page.waitForFunction((n) => {
-    const canvases = [...document.querySelectorAll('[data-testid=attention-grid] canvas')];
-    return canvases.length === 4 && canvases.every((canvas) => canvas.width === n);
+    const heads = [...document.querySelectorAll('[data-testid=attention-grid] button.head')];
+    return heads.length === 4 && heads.every((head) => Number(head.dataset.pixels) === n);
   }, bytes.length);
   assert.deepEqual((await chipIds(page)).map(Number), [...bytes], 'the byte tokenizer');
   const shown = await candidates(page);

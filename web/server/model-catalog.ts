@@ -191,7 +191,7 @@ function catalogMiddleware(repo: string, mode: 'build' | 'dev'): Connect.NextHan
     if (!path.startsWith('/models/') && data === undefined) return next();
     try {
       if (data !== undefined) serveTrainingText(join(repo, data), request.method, send, response);
-      else serveCatalog(repo, path, request.method, send, response);
+      else serveCatalog(repo, path, request, send, response);
     } catch (error) {
       // Logged here, never sent: no stack or file path leaves the server.
       console.error('model catalog:', error);
@@ -225,7 +225,7 @@ function serveTrainingText(
 function serveCatalog(
   repo: string,
   path: string,
-  method: string | undefined,
+  { method, headers }: import('node:http').IncomingMessage,
   send: (status: number, headers: Record<string, string | number>) => import('node:http').ServerResponse,
   response: import('node:http').ServerResponse,
 ): void {
@@ -241,7 +241,15 @@ function serveCatalog(
     send(404, { 'Content-Type': 'text/plain' }).end(`no model file ${path}`);
     return;
   }
-  send(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': statSync(file).size });
+  // A validator, so a page opened again (every reload, every model switch back) revalidates its
+  // cached copy (no-cache) and gets 304 instead of the whole file: SmolLM2 is 100 MB.
+  const { size, mtimeMs } = statSync(file);
+  const etag = `"${size.toString(16)}-${Math.floor(mtimeMs).toString(16)}"`;
+  if (headers['if-none-match'] === etag) {
+    send(304, { ETag: etag }).end();
+    return;
+  }
+  send(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': size, ETag: etag });
   if (method === 'HEAD') response.end();
   else createReadStream(file).on('error', () => response.destroy()).pipe(response);
 }

@@ -60,9 +60,9 @@ export function pooledBin(t: number): number {
 /** Every map of `t` tokens of a model with `heads` heads in all fits in this many bytes: longer prompts get pooled maps. */
 const WHOLE_MAPS_BYTES = 64 * 2 ** 20;
 
-/** True when every head's whole map of a `t`-token prompt is captured; else the maps are pooled and only the opened head comes whole. */
-export function wholeMaps(info: ModelInfo, t: number): boolean {
-  return info.nLayer * info.nHead * t * t * 4 <= WHOLE_MAPS_BYTES;
+/** The longest prompt whose every head's whole map is captured; past it the maps are pooled and only the opened head comes whole. */
+export function wholeMapsUpTo(info: ModelInfo): number {
+  return Math.floor(Math.sqrt(WHOLE_MAPS_BYTES / (info.nLayer * info.nHead * 4)));
 }
 
 /** The `[H, T, T]` pattern holding head `layer.head`'s whole map and its index in it, or undefined (a long prompt's head not yet fetched). */
@@ -100,11 +100,10 @@ export interface NextToken {
   sampling: SamplingParams;
 }
 
-/** The hooks the views need: no logits (only the last position's, which the trace keeps anyway);
- * whole maps, or (`pooled`) the pooled ones. */
-export function viewHooks(info: ModelInfo, pooled = false): HookName[] {
-  const map = pooled ? '.hook_pattern.pooled' : '.hook_pattern';
-  return info.hooks.filter((hook) => hook.endsWith(map) || hook.endsWith('.hook_scale') || hook.endsWith('.hook_mean'));
+/** The hooks the views need: no logits (only the last position's, which the trace keeps anyway).
+ * A long prompt's run swaps the whole maps for pooled ones (see `wholeMapsUpTo`). */
+export function viewHooks(info: ModelInfo): HookName[] {
+  return info.hooks.filter((hook) => hook.endsWith('.hook_pattern') || hook.endsWith('.hook_scale') || hook.endsWith('.hook_mean'));
 }
 
 function normSite(trace: WorkerTrace, prefix: string, label: string, layer: number | undefined): NormSite {

@@ -17,6 +17,16 @@ function parseHex(hex: string): Rgb {
   return [(value >> 16) & 255, (value >> 8) & 255, value & 255];
 }
 
+/** An opaque colour as one ImageData pixel (little-endian: alpha in the high byte). */
+function pack([r, g, b]: Rgb): number {
+  return ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;
+}
+
+/** `#rrggbb` as one ImageData pixel, in the byte order `Colormap.pixels` uses. */
+export function pixelOf(hex: string): number {
+  return pack(parseHex(hex));
+}
+
 export class Colormap {
   /** RGBA pixels for ImageData (little-endian: alpha in the high byte). */
   readonly pixels = new Uint32Array(256);
@@ -29,7 +39,7 @@ export class Colormap {
       const low = Math.min(Math.floor(position), rgb.length - 2);
       const mix = position - low;
       const [r, g, b] = [0, 1, 2].map((c) => Math.round(rgb[low]![c]! * (1 - mix) + rgb[low + 1]![c]! * mix)) as Rgb;
-      this.pixels[i] = (255 << 24) | (b << 16) | (g << 8) | r;
+      this.pixels[i] = pack([r, g, b]);
       this.css.push(`rgb(${r} ${g} ${b})`);
     }
   }

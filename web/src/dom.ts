@@ -57,19 +57,140 @@ export function tokenText(label: string): string {
   return label.replaceAll(' ', '·');
 }
 
-/** A theme colour or font from the stylesheet's custom properties, for canvas drawing. */
+/** Custom properties read so far, for the theme they were read under. */
+const cssVars = new Map<string, string>();
+let cssVarsTheme: string | undefined;
+
+/**
+ * A theme colour or font from the stylesheet's custom properties, for canvas drawing. Read once
+ * per theme: reading computed style after a view changed the DOM makes the browser recompute
+ * style there and then, in the middle of a redraw.
+ */
 export function cssVar(name: string): string {
-  return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  const theme = document.documentElement.dataset.theme;
+  if (theme !== cssVarsTheme) {
+    cssVars.clear();
+    cssVarsTheme = theme;
+  }
+  let value = cssVars.get(name);
+  if (value === undefined) {
+    value = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    cssVars.set(name, value);
+  }
+  return value;
 }
 
-/** Calls `callback` when `element`'s width changes (not its height, which a redraw may change). */
-export function onWidthChange(element: Element, callback: () => void): void {
-  let width = -1;
+/**
+ * `element`'s width in CSS pixels as a ResizeObserver last reported it, so a redraw never reads
+ * layout (which would make the browser lay out the page mid-redraw); `callback` runs when the
+ * width changes (not the height, which a redraw may change), and once when first observed.
+ */
+export function trackWidth(element: Element, callback: () => void = () => {}): () => number {
+  let width = element.clientWidth;
+  let observed = false;
   new ResizeObserver(([entry]) => {
     const next = Math.round(entry!.contentRect.width);
-    if (next !== width) {
+    if (next !== width || !observed) {
+      observed = true;
       width = next;
       callback();
     }
   }).observe(element);
+  return () => width;
+}
+
+/** Each canvas context's font as the page asked for it and as the context reports it back. */
+const fonts = new WeakMap<CanvasRenderingContext2D, { asked: string; set: string }>();
+
+/**
+ * Gives `context` the font `font` unless it already has it. Setting a canvas's font makes the
+ * browser compute the document's style there and then, which mid-redraw (views have just changed
+ * the DOM) is a full style recalculation: ~5 ms on every keystroke. A resized canvas forgets its
+ * font (and direction), and then gets them again.
+ */
+export function useFont(context: CanvasRenderingContext2D, font: string): void {
+  const had = fonts.get(context);
+  if (had?.asked === font && context.font === had.set) return;
+  context.font = font;
+  // Text in the default direction (`inherit`) asks the canvas element's computed style on every
+  // fillText: the same recalculation again. Labels are drawn left to right.
+  context.direction = 'ltr';
+  fonts.set(context, { asked: font, set: context.font });
+}
+
+/** A detached context for measuring text: it has no element, so no style to recompute. */
+let measurer: OffscreenCanvasRenderingContext2D | undefined;
+/** Text widths by font and text: the same token labels come back on every keystroke. */
+const widths = new Map<string, number>();
+
+/** The width of `text` in `font`, in CSS pixels (measured once per font and text). */
+export function textWidth(font: string, text: string): number {
+  const key = `${font}\u0000${text}`;
+  let width = widths.get(key);
+  if (width === undefined) {
+    measurer ??= new OffscreenCanvas(1, 1).getContext('2d')!;
+    if (measurer.font !== font) measurer.font = font;
+    if (widths.size > 50_000) widths.clear();
+    width = measurer.measureText(text).width;
+    widths.set(key, width);
+  }
+  return width;
+}
+
+/**
+ * Gives `canvas` this size (CSS px, at `ratio` device pixels each) and a clear, untransformed
+ * context. Resizing reallocates the canvas's memory, so an unchanged size is only cleared.
+ */
+export function fitCanvas(canvas: HTMLCanvasElement, context: CanvasRenderingContext2D, width: number, height: number, ratio: number): void {
+  const [pixelsWide, pixelsHigh] = [Math.round(width * ratio), Math.round(height * ratio)];
+  if (canvas.width !== pixelsWide || canvas.height !== pixelsHigh) {
+    canvas.width = pixelsWide;
+    canvas.height = pixelsHigh;
+    canvas.style.width = `${width}px`;
+    canvas.style.height = `${height}px`;
+  } else {
+    context.setTransform(1, 0, 0, 1, 0, 0);
+    context.clearRect(0, 0, pixelsWide, pixelsHigh);
+  }
+}
+
+/** Views whose redraw waits (off screen, typing goes on), for tests and tools: `window.gptlensViewsWaiting`. */
+const waitingViews = new Set<() => void>();
+declare global {
+  interface Window {
+    gptlensViewsWaiting: number;
+  }
+}
+window.gptlensViewsWaiting = 0;
+
+/**
+ * A redraw of `element` that runs at once while the element is on screen (or within 200 px of
+ * it), and otherwise when it scrolls into view or once redraws pause for `quietMs` (typing has
+ * stopped): what no one sees neither delays the views that are seen nor competes with the engine
+ * for the CPU while someone types. Calls made while it waits coalesce into one draw.
+ */
+export function drawnWhenSeen(element: Element, draw: () => void, quietMs = 300): () => void {
+  let seen = true; // until the observer's first report, which comes with the next frame
+  let waiting: ReturnType<typeof setTimeout> | undefined;
+  const flush = () => {
+    clearTimeout(waiting);
+    waiting = undefined;
+    waitingViews.delete(flush);
+    window.gptlensViewsWaiting = waitingViews.size;
+    draw();
+  };
+  new IntersectionObserver(
+    ([entry]) => {
+      seen = entry!.isIntersecting;
+      if (seen && waiting !== undefined) flush();
+    },
+    { rootMargin: '200px' },
+  ).observe(element);
+  return () => {
+    if (seen) return flush();
+    clearTimeout(waiting);
+    waiting = setTimeout(flush, quietMs);
+    waitingViews.add(flush);
+    window.gptlensViewsWaiting = waitingViews.size;
+  };
 }

@@ -17,11 +17,13 @@ import {
   type ModelFiles,
   type ModelInfo,
   type PatchScores,
+  type PromptNext,
+  type PromptTimings,
   type SamplingParams,
   type WorkerSession,
   type WorkerTrace,
 } from 'gptlens';
-import { analyse, isEncoder, viewHooks, wholeMaps, type Analysis, type NextToken, type OpenedHead } from './analysis.ts';
+import { analyse, isEncoder, viewHooks, wholeMapsUpTo, type Analysis, type NextToken, type OpenedHead } from './analysis.ts';
 import type { HeadRef } from './store.ts';
 
 /** Candidates listed in the next-token view. */
@@ -46,8 +48,10 @@ export function engineCrash(error: unknown): string | undefined {
 export interface Run {
   trace: WorkerTrace;
   analysis: Analysis;
-  /** Round trip of the forward pass, as the page waits for it (transfer of the tensors included). */
-  forwardMs: number;
+  /** The next token's candidates (not for an encoder). */
+  next: NextToken | undefined;
+  /** Milliseconds: the Worker's own (encoding, forward pass, next token) and the rest of the round trip (messages, copies, waiting for this thread). */
+  timings: PromptTimings & { transfer: number };
 }
 
 interface EngineOptions {
@@ -59,7 +63,6 @@ export class Engine {
   private readonly labelCache = new Map<number, string>();
   private readonly embeddings = new Map<string, Float32Array>();
   private readonly capture: HookName[];
-  private readonly pooledCapture: HookName[];
   /** The session keeps its queries (long prompts: the opened head is remade from them). */
   private keepingQueries = false;
   /** An encoder (BERT, all-MiniLM-L6-v2): full attention maps, no next token; sentence embeddings instead. */
@@ -73,7 +76,6 @@ export class Engine {
     private readonly borrowed = false,
   ) {
     this.capture = viewHooks(info);
-    this.pooledCapture = viewHooks(info, true);
     this.encoder = isEncoder(info);
   }
 
@@ -143,35 +145,53 @@ export class Engine {
     return this.client.chatPrompt(text);
   }
 
+  private opening: Promise<string> | undefined;
+
+  /** The first line the chat template puts before a user's words (e.g. `<|im_start|>system`):
+   * asked once per model, since the prompt box checks it on every keystroke. */
+  chatOpening(): Promise<string> {
+    this.opening ??= this.chatPrompt('\u0001').then((wrapped) => (wrapped.split('\u0001')[0] ?? '').trimStart().split('\n')[0] ?? '');
+    return this.opening;
+  }
+
   /** Token ids → the text the prompt box shows after a step. */
   async detokenize(tokens: Uint32Array): Promise<string> {
     return this.info.hasTokenizer ? this.client.decode(tokens) : Array.from(tokens).join(' ');
   }
 
   /**
-   * A forward pass through the session: the prefix shared with the previous run is reused. A
+   * A prompt (text, or token ids for a model without a tokenizer) through the session, in one
+   * message to the Worker: encoding, the forward pass (the prefix shared with the previous run
+   * reused), every token's label and, with `sampling` (not for an encoder), the next token. A
    * prompt too long for every head's whole map captures the maps pooled, plus `opened` whole.
    */
-  async run(tokens: Uint32Array, opened: HeadRef): Promise<Run> {
+  async run(text: string | Uint32Array, opened: HeadRef, sampling: SamplingParams | undefined): Promise<Run> {
+    const input = typeof text === 'string' && !this.info.hasTokenizer ? parseIds(text, this.info.vocabSize) : text;
     const started = performance.now();
-    const whole = wholeMaps(this.info, tokens.length);
-    // Queries are kept (on the CPU) only while prompts are long: they cost n_layer · T · d floats.
-    const keep = !whole && this.backendInfo.backend === 'cpu';
-    const tooLong = (error: unknown) => {
-      // Too long even so (the engine's capture budget): said under the prompt while the views
-      // keep the last run, instead of the engine running out of memory.
-      if (error instanceof Error && error.message.includes('capture budget')) throw new PromptError(`This prompt is too long to show: ${error.message}.`);
-      throw error;
-    };
-    if (keep !== this.keepingQueries) {
-      await this.session.keepQueries(keep);
-      this.keepingQueries = keep;
-    }
-    const trace = await this.session.run(tokens, whole ? this.capture : this.pooledCapture).catch(tooLong);
-    const head = keep ? await this.headPattern(opened).catch(tooLong) : undefined;
-    const forwardMs = performance.now() - started;
-    const analysis = analyse(trace, this.info, await this.labels(tokens), head);
-    return { trace, analysis, forwardMs };
+    const answer = await this.session
+      .runPrompt(input, {
+        capture: this.capture,
+        pooledPast: wholeMapsUpTo(this.info),
+        open: opened,
+        next: sampling && { k: SHOWN_CANDIDATES, sampling, survivors: SURVIVOR_LIMIT },
+      })
+      .catch((error: unknown) => {
+        // Too long for the context, or to show (the engine's capture budget): said under the
+        // prompt while the views keep the last run, instead of the engine running out of memory.
+        if (error instanceof Error && error.name === 'RangeError') throw new PromptError(error.message);
+        if (error instanceof Error && error.message.includes('capture budget')) throw new PromptError(`This prompt is too long to show: ${error.message}.`);
+        throw error;
+      });
+    const roundTrip = performance.now() - started;
+    const { trace, timings } = answer;
+    this.keepingQueries = answer.opened !== undefined;
+    const tokens = trace.tokens();
+    const labels = answer.labels ?? Array.from(tokens, (id) => `#${id}`);
+    if (answer.labels) tokens.forEach((id, i) => this.labelCache.set(id, labels[i]!));
+    const head = answer.opened && { ...opened, pattern: answer.opened.data };
+    const next = answer.next && nextToken(answer.next, sampling!);
+    const transferMs = roundTrip - timings.tokenize - timings.forward - timings.next;
+    return { trace, analysis: analyse(trace, this.info, labels, head), next, timings: { ...timings, transfer: transferMs } };
   }
 
   /** True while the session keeps its queries: a long prompt's opened head can be remade whole. */
@@ -202,20 +222,14 @@ export class Engine {
     return vector;
   }
 
-  /** The most probable next tokens, and which of them the sampling settings keep. */
+  /** The most probable next tokens, and which of them the sampling settings keep (the sampling settings changed). */
   async predict(trace: WorkerTrace, sampling: SamplingParams): Promise<NextToken> {
     // Each topK ranks the whole vocabulary: ask once when the settings change nothing.
     const unfiltered = sampling.temperature === 1 && sampling.topK === undefined && sampling.topP === undefined;
     const kept = await trace.topK(SURVIVOR_LIMIT, sampling);
     const top = unfiltered ? kept.slice(0, SHOWN_CANDIDATES) : await trace.topK(SHOWN_CANDIDATES);
-    const keptProb = new Map(kept.map(({ id, prob }) => [id, prob]));
     const labels = await this.labels(top.map(({ id }) => id));
-    return {
-      candidates: top.map(({ id, prob }, i) => ({ id, prob, label: labels[i]!, sampled: keptProb.get(id) })),
-      survivors: kept.length,
-      survivorsCapped: kept.length === SURVIVOR_LIMIT,
-      sampling,
-    };
+    return nextToken({ top: top.map((candidate, i) => ({ ...candidate, label: labels[i] })), kept }, sampling);
   }
 
   /**
@@ -307,6 +321,17 @@ export class Engine {
     if (this.borrowed) void this.session.close().catch(() => {});
     else this.client.terminate();
   }
+}
+
+/** The next-token view's candidates from the engine's answer. */
+function nextToken({ top, kept }: PromptNext, sampling: SamplingParams): NextToken {
+  const keptProb = new Map(kept.map(({ id, prob }) => [id, prob]));
+  return {
+    candidates: top.map(({ id, prob, label }) => ({ id, prob, label: label ?? `#${id}`, sampled: keptProb.get(id) })),
+    survivors: kept.length,
+    survivorsCapped: kept.length === SURVIVOR_LIMIT,
+    sampling,
+  };
 }
 
 /** `"3.1"` → `[3, 1]`, `"2.mlp"` → `[2, 'mlp']`: the page's spelling of an ablation, the package's. */

@@ -4,7 +4,7 @@
 // at most one runs, and the newest prompt is the next.
 import { coalesceLatest, cosine, type WorkerTrace } from 'gptlens';
 import { engineCrash, PromptError, type Engine } from './engine.ts';
-import { RedrawClock } from './perf.ts';
+import { firstProbabilitiesShown, RedrawClock, stage, stageTook } from './perf.ts';
 import { RANKED_SENTENCES } from './similarity.ts';
 import type { Store } from './store.ts';
 
@@ -14,10 +14,7 @@ function message(error: unknown): string {
 
 /** True when `text` already begins with what the chat template puts before a user's words. */
 export async function isWrapped(engine: Engine, text: string): Promise<boolean> {
-  const marker = '\u0001';
-  const [before = ''] = (await engine.chatPrompt(marker)).split(marker);
-  // The opening marker line (e.g. `<|im_start|>system` or `<|im_start|>user`) is enough.
-  const opening = before.trimStart().split('\n')[0] ?? '';
+  const opening = await engine.chatOpening();
   return opening.length > 0 && text.trimStart().startsWith(opening);
 }
 
@@ -307,13 +304,13 @@ export class Live {
     const engine = this.engine;
     if (!engine) return;
     try {
-      const started = performance.now();
-      const tokens = await engine.tokenize(text);
-      if (tokens.length === 0) {
+      // An empty prompt may still be tokens (BERT's [CLS] [SEP], a BOS): asked first, it runs when it is.
+      const input = text === '' && engine.info.hasTokenizer ? await engine.tokenize(text) : text;
+      if (input.length === 0 || (!engine.info.hasTokenizer && text.trim() === '')) {
         this.clear();
         return;
       }
-      await this.show(engine, tokens, keystroke, performance.now() - started);
+      await this.show(engine, input, keystroke);
     } catch (error) {
       if (engine !== this.engine) return; // the model changed meanwhile; its successor reruns the prompt
       if (this.crashed(engine, error)) return;
@@ -329,7 +326,7 @@ export class Live {
     try {
       if (this.tokens.length >= engine.info.contextLength) throw new PromptError('The context is full.');
       const tokens = Uint32Array.of(...this.tokens, await next(engine));
-      await this.show(engine, tokens, undefined, undefined);
+      await this.show(engine, tokens, undefined);
       this.store.set({ prompt: await engine.detokenize(tokens) });
     } catch (error) {
       if (this.crashed(engine, error)) return;
@@ -337,11 +334,15 @@ export class Live {
     }
   }
 
-  private async show(engine: Engine, tokens: Uint32Array, keystroke: number | undefined, tokenizeMs: number | undefined): Promise<void> {
-    const { trace, analysis, forwardMs } = await engine.run(tokens, this.store.state.head);
-    const predictStart = performance.now();
-    // An encoder has no next token (its panel is the similarity one).
-    const next = engine.encoder ? undefined : await engine.predict(trace, this.store.state.sampling);
+  private async show(engine: Engine, input: string | Uint32Array, keystroke: number | undefined): Promise<void> {
+    // One message to the Worker: encoding, the forward pass, labels and the next token.
+    const { trace, analysis, next, timings } = await engine.run(input, this.store.state.head, engine.encoder ? undefined : this.store.state.sampling);
+    const tokens = analysis.tokens;
+    stageTook('tokenize', timings.tokenize);
+    stageTook('forward', timings.forward, { computed: analysis.computed, tokens: tokens.length });
+    stageTook('next-token', timings.next);
+    stageTook('transfer', timings.transfer);
+    const extraStart = performance.now();
     // With heads ablated, each candidate also shows its probability without the ablation.
     if (next && this.store.state.ablated.length > 0) {
       const before = await engine.unablatedProbs(tokens);
@@ -351,7 +352,7 @@ export class Live {
     // map: a long prompt's pooled ones have none).
     const onPrompt = this.store.state.detectors === 'prompt';
     const headScores = onPrompt ? (analysis.pooled ? undefined : await trace.headScores()) : this.store.state.headScores;
-    const predictMs = performance.now() - predictStart;
+    const extraMs = performance.now() - extraStart;
     if (engine !== this.engine) {
       void trace.release();
       return;
@@ -370,8 +371,18 @@ export class Live {
       query: query !== undefined && query < tokens.length ? query : undefined,
       finderKey: this.store.state.finderKey !== undefined && this.store.state.finderKey < tokens.length ? this.store.state.finderKey : undefined,
     });
-    const drawMs = performance.now() - drawStart;
-    const latest = { tokenizeMs, forwardMs, predictMs, drawMs, computed: analysis.computed, tokens: tokens.length };
+    const drawMs = stage('views', drawStart);
+    if (next) firstProbabilitiesShown();
+    const latest = {
+      tokenizeMs: timings.tokenize,
+      forwardMs: timings.forward,
+      predictMs: timings.next,
+      transferMs: timings.transfer,
+      extraMs: extraMs > 0.05 ? extraMs : undefined,
+      drawMs,
+      computed: analysis.computed,
+      tokens: tokens.length,
+    };
     this.store.set({ redraw: this.clock.stats(latest) });
     if (performance.now() - this.memoryReadAt > 1000) {
       this.memoryReadAt = performance.now();

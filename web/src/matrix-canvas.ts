@@ -2,7 +2,7 @@
 // without smoothing; max-pooled when a zoomable map has more cells than device pixels), row labels
 // on the left, column labels below, a highlighted row and the hovered cell outlined. The large
 // attention map (zoom and pan by wheel, pinch, drag and keys) and the LayerNorm strips are both this.
-import { cssVar, tokenText } from './dom.ts';
+import { cssVar, fitCanvas, textWidth, tokenText, useFont } from './dom.ts';
 
 export interface MatrixData {
   rows: number;
@@ -62,6 +62,11 @@ const GAP = 6;
 function shorten(label: string): string {
   const text = tokenText(label);
   return text.length > MAX_LABEL_CHARS ? `${text.slice(0, MAX_LABEL_CHARS - 1)}…` : text;
+}
+
+/** The widest of `labels` in `font` (0 for none). */
+function widestLabel(font: string, labels: (string | undefined)[]): number {
+  return labels.reduce((most: number, label) => (label ? Math.max(most, textWidth(font, label)) : most), 0);
 }
 
 export class MatrixCanvas {
@@ -204,8 +209,10 @@ export class MatrixCanvas {
     this.data = data;
     this.pooled = undefined;
     this.highlightedRow = highlightedRow;
-    this.image.width = data.cols;
-    this.image.height = data.rows;
+    if (this.image.width !== data.cols || this.image.height !== data.rows) {
+      this.image.width = data.cols;
+      this.image.height = data.rows;
+    }
     const context = this.image.getContext('2d')!;
     const pixels = context.createImageData(data.cols, data.rows);
     data.paint(pixels);
@@ -285,26 +292,21 @@ export class MatrixCanvas {
     if (data.zoomable) return this.renderZoomable(data);
     const context = this.element.getContext('2d')!;
     const font = `${FONT_PX}px ${cssVar('--font-mono')}`;
-    context.font = font;
     const rowLabels = data.rowLabels.map(shorten);
     const colLabels = data.colLabels.map((label) => (label === undefined ? undefined : shorten(label)));
-    const widest = (labels: (string | undefined)[]) => Math.max(0, ...labels.map((label) => (label ? context.measureText(label).width : 0)));
-    this.left = Math.ceil(widest(rowLabels)) + GAP;
+    this.left = Math.ceil(widestLabel(font, rowLabels)) + GAP;
     const cellWidth = Math.max(1, Math.min(data.maxCell, Math.floor((data.width - this.left - 2) / data.cols)));
     const cellHeight = data.cellHeight ?? cellWidth;
     [this.cellWidth, this.cellHeight] = [cellWidth, cellHeight];
     const mapWidth = data.cols * cellWidth;
     const mapHeight = data.rows * cellHeight;
     const width = this.left + mapWidth + 2;
-    const height = mapHeight + Math.ceil(widest(colLabels)) + GAP + 2;
+    const height = mapHeight + Math.ceil(widestLabel(font, colLabels)) + GAP + 2;
 
     const ratio = devicePixelRatio || 1;
-    this.element.width = Math.round(width * ratio);
-    this.element.height = Math.round(height * ratio);
-    this.element.style.width = `${width}px`;
-    this.element.style.height = `${height}px`;
+    fitCanvas(this.element, context, width, height, ratio);
     context.setTransform(ratio, 0, 0, ratio, 0, 0);
-    context.font = font;
+    useFont(context, font);
     context.imageSmoothingEnabled = false;
     context.drawImage(this.image, this.left, 0, mapWidth, mapHeight);
 
@@ -350,12 +352,10 @@ export class MatrixCanvas {
   private renderZoomable(data: MatrixData): void {
     const context = this.element.getContext('2d')!;
     const font = `${FONT_PX}px ${cssVar('--font-mono')}`;
-    context.font = font;
     const rowLabels = data.rowLabels.map(shorten);
     const colLabels = data.colLabels.map((label) => (label === undefined ? undefined : shorten(label)));
-    const widest = (labels: (string | undefined)[]) => Math.max(0, ...labels.map((label) => (label ? context.measureText(label).width : 0)));
-    this.left = Math.ceil(widest(rowLabels)) + GAP;
-    const bottom = Math.ceil(widest(colLabels)) + GAP + 2;
+    this.left = Math.ceil(widestLabel(font, rowLabels)) + GAP;
+    const bottom = Math.ceil(widestLabel(font, colLabels)) + GAP + 2;
     const side = Math.max(40, Math.floor(data.width - this.left - 2));
     this.mapSide = side;
     const cell = (side / data.cols) * this.zoom;
@@ -367,12 +367,9 @@ export class MatrixCanvas {
     const height = side + bottom;
 
     const ratio = devicePixelRatio || 1;
-    this.element.width = Math.round(width * ratio);
-    this.element.height = Math.round(height * ratio);
-    this.element.style.width = `${width}px`;
-    this.element.style.height = `${height}px`;
+    fitCanvas(this.element, context, width, height, ratio);
     context.setTransform(ratio, 0, 0, ratio, 0, 0);
-    context.font = font;
+    useFont(context, font);
     context.save();
     context.beginPath();
     context.rect(this.left, 0, side, side);
@@ -420,10 +417,10 @@ export class MatrixCanvas {
       const y = (row - this.originRow + 0.5) * cell;
       if (y < FONT_PX / 2 - 1 || y > side - FONT_PX / 2 + 1) continue;
       const text = rowLabels[row]!;
-      const textWidth = context.measureText(text).width;
+      const labelWidth = textWidth(font, text);
       context.fillStyle = row === highlighted ? accent : row === this.hovered?.row ? strong : muted;
       context.fillText(text, this.left - GAP, y);
-      labels.push({ axis: 'row', index: row, text, x: this.left - GAP - textWidth, y: y - FONT_PX / 2, width: textWidth, height: FONT_PX });
+      labels.push({ axis: 'row', index: row, text, x: this.left - GAP - labelWidth, y: y - FONT_PX / 2, width: labelWidth, height: FONT_PX });
     }
     context.save();
     context.rotate(-Math.PI / 2);
@@ -434,10 +431,10 @@ export class MatrixCanvas {
       if (text === undefined || col % stride !== 0) continue;
       const x = this.left + (col - this.originCol + 0.5) * cell;
       if (x < this.left + FONT_PX / 2 - 1 || x > this.left + side - FONT_PX / 2 + 1) continue;
-      const textWidth = context.measureText(text).width;
+      const labelWidth = textWidth(font, text);
       context.fillStyle = col === this.hovered?.col ? strong : muted;
       context.fillText(text, -(side + GAP), x);
-      labels.push({ axis: 'col', index: col, text, x: x - FONT_PX / 2, y: side + GAP, width: FONT_PX, height: textWidth });
+      labels.push({ axis: 'col', index: col, text, x: x - FONT_PX / 2, y: side + GAP, width: FONT_PX, height: labelWidth });
     }
     context.restore();
     this.labels = labels;

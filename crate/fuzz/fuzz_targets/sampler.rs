@@ -2,7 +2,9 @@
 //! typed errors; valid ones give a token inside the vocabulary that the filter kept.
 #![no_main]
 
-use gptlens::sample::{filtered_probs, most_probable, softmax_with_temperature, Sampler, SamplingParams};
+use gptlens::sample::{
+    filtered_probs, most_probable, most_probable_under, softmax_with_temperature, Sampler, SamplingParams,
+};
 use libfuzzer_sys::fuzz_target;
 
 fn f32_at(data: &[u8], at: usize) -> f32 {
@@ -22,6 +24,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(probs) = filtered_probs(&logits, &params) {
         let listed = most_probable(&probs, top_k.unwrap_or(10));
         assert!(listed.iter().all(|&(i, p)| i < logits.len() && p > 0.0));
+        // The candidates a UI lists, ranked among the survivors only: the same as from the whole distribution.
+        assert_eq!(most_probable_under(&logits, &params, top_k.unwrap_or(10)).ok(), Some(listed));
     }
     let Ok(mut sampler) = Sampler::new(params, seed) else {
         assert!(params.validate().is_err());

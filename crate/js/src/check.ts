@@ -9,7 +9,7 @@
 // - `SamplingParams.topP`: in (0, 1];
 // - seeds: integers in [0, 2^53 − 1];
 // - positions (`probs(pos)`): integers in [0, tokens).
-import type { HookName, SamplingParams } from './types.js';
+import type { HookName, PromptQuery, SamplingParams } from './types.js';
 
 function show(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
@@ -119,6 +119,32 @@ export function samplingParams(value: unknown, vocab: number, name = 'params'): 
 export function text(value: unknown, name: string): string {
   if (typeof value !== 'string') throw new TypeError(`${name} must be a string, not ${show(value)}`);
   return value;
+}
+
+/** A `PromptQuery` checked and copied: its capture, a token count ≥ 0, a head of the model, next-token counts ≥ 1 (clamped to `facts.vocab`). */
+export function promptQuery(value: unknown, facts: Facts, name = 'query'): PromptQuery {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new TypeError(`${name} must be an object { capture?, pooledPast?, open?, next? }, not ${show(value)}`);
+  const given = value as Record<string, unknown>;
+  const query: PromptQuery = {};
+  const hooks = capture(given['capture'], `${name}.capture`);
+  if (hooks) query.capture = hooks;
+  if (given['pooledPast'] !== undefined) query.pooledPast = integer(given['pooledPast'], `${name}.pooledPast`, 0, Number.MAX_SAFE_INTEGER, '[0, 2^53 − 1)');
+  const open = given['open'];
+  if (open !== undefined) {
+    if (open === null || typeof open !== 'object') throw new TypeError(`${name}.open must be an object { layer, head }, not ${show(open)}`);
+    const { layer, head } = open as Record<string, unknown>;
+    query.open = { layer: position(layer, facts.layers, `${name}.open.layer`), head: position(head, facts.heads, `${name}.open.head`) };
+  }
+  const next = given['next'];
+  if (next !== undefined) {
+    if (next === null || typeof next !== 'object') throw new TypeError(`${name}.next must be an object { k, sampling?, survivors? }, not ${show(next)}`);
+    const { k, sampling, survivors } = next as Record<string, unknown>;
+    query.next = { k: count(k, `${name}.next.k`, facts.vocab) };
+    const params = optionalSamplingParams(sampling, facts.vocab, `${name}.next.sampling`);
+    if (params) query.next.sampling = params;
+    if (survivors !== undefined) query.next.survivors = count(survivors, `${name}.next.survivors`, facts.vocab);
+  }
+  return query;
 }
 
 /** Hooks to capture: undefined (every hook) or an array of hook names, copied. */

@@ -22,6 +22,9 @@ import type {
   ModelInfo,
   PatchRequest,
   PatchScores,
+  PromptNext,
+  PromptQuery,
+  PromptTimings,
   SamplingParams,
   Tensor,
   TokenProb,
@@ -30,6 +33,19 @@ import type {
   TrainShape,
   TrainState,
 } from './types.js';
+
+/** `WorkerSession.runPrompt`'s answer: one edit of a prompt, everything a live view draws. */
+export interface PromptAnswer {
+  trace: WorkerTrace;
+  /** Every token's string (`tokenStrings`); undefined for a model without a tokenizer. */
+  labels: string[] | undefined;
+  /** What `query.next` asked for. */
+  next: PromptNext | undefined;
+  /** `query.open`'s head whole, `[T, T]`, when the run was pooled (CPU). */
+  opened: Tensor | undefined;
+  /** Where the Worker's time went. */
+  timings: PromptTimings;
+}
 
 /**
  * `threads` as in `init`; `backend` is where loaded models run (default `cpu`): `webgpu` (and
@@ -64,7 +80,7 @@ class Connection {
     { resolve(value: unknown): void; reject(error: Error): void; progress?: ((done: number, total: number) => void) | undefined }
   >();
   private nextId = 1;
-  readonly releaseTrace = new FinalizationRegistry<number>((id) => this.call('releaseTrace', id).catch(() => {}));
+  readonly releaseTrace = new FinalizationRegistry<number>((id) => this.releaseLater(id));
   readonly closeSession = new FinalizationRegistry<number>((id) => this.call('closeSession', id).catch(() => {}));
   readonly freeTrainer = new FinalizationRegistry<number>((id) => this.call('trainerFree', id).catch(() => {}));
 
@@ -81,6 +97,19 @@ class Connection {
     return this.request(op, args, []);
   }
 
+  /** Traces let go of, to be freed in the worker: they go with the next request (one per keystroke, in a live page). */
+  private released: number[] = [];
+  private releaseTimer: ReturnType<typeof setTimeout> | undefined;
+
+  /** Frees trace `id` in the worker with the next request, or within a second when none comes. */
+  releaseLater(id: number): void {
+    this.released.push(id);
+    if (this.releaseTimer !== undefined) return;
+    this.releaseTimer = setTimeout(() => void this.call('releaseTraces').catch(() => {}), 1000);
+    // Node: a pending release alone does not keep the process alive.
+    (this.releaseTimer as { unref?: () => void }).unref?.();
+  }
+
   request<K extends Operation>(
     op: K,
     args: Args<K>,
@@ -89,9 +118,18 @@ class Connection {
   ): Promise<Result<K>> {
     const id = this.nextId++;
     if (this.crashed) return Promise.reject(this.crashed);
+    clearTimeout(this.releaseTimer);
+    this.releaseTimer = undefined;
+    const release = this.released.splice(0);
     return new Promise<Result<K>>((resolve, reject) => {
-      // Throwing here (a DataCloneError) rejects this promise with nothing left pending.
-      this.worker.postMessage({ id, op, args } as Request, transfer);
+      // Throwing here (a DataCloneError) rejects this promise with nothing left pending; the
+      // releases wait for the next request.
+      try {
+        this.worker.postMessage((release.length > 0 ? { id, op, args, release } : { id, op, args }) as Request, transfer);
+      } catch (error) {
+        this.released.push(...release);
+        throw error;
+      }
       this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, progress });
     });
   }
@@ -118,6 +156,7 @@ class Connection {
 
   terminate(): void {
     clearInterval(this.watching);
+    clearTimeout(this.releaseTimer);
     this.worker.terminate();
     this.failAll(new Error('the gptlens worker was terminated'));
   }
@@ -415,6 +454,21 @@ export class WorkerSession {
     return new WorkerTrace(this.connection, await this.connection.call('sessionRun', this.id, checked, check.capture(capture)), this.facts);
   }
 
+  /**
+   * Runs a prompt (text, encoded in the Worker with its model's tokenizer, or token ids) with
+   * prefix reuse as `run` does, and answers `query` from the same run: the tokens' strings, the
+   * next token's candidates, a long prompt's opened head. One message to the Worker however much
+   * is asked, so a page that redraws on every keystroke waits for one round trip, not a chain.
+   * A prompt longer than the context is a RangeError.
+   */
+  async runPrompt(input: string | Uint32Array | readonly number[], query: PromptQuery = {}): Promise<PromptAnswer> {
+    const checked = typeof input === 'string' ? input : check.tokenIds(input, this.vocab, 'input');
+    const asked = check.promptQuery(query, this.facts);
+    if (asked.next) check.needHead(this.facts, 'runPrompt (query.next)');
+    const { trace, ...rest } = await this.connection.call('sessionRunPrompt', this.id, checked, asked);
+    return { trace: new WorkerTrace(this.connection, trace, this.facts), ...rest };
+  }
+
   /** Appends one token (a decode step), recording the hooks of the last run. */
   async step(token: number): Promise<void> {
     check.needGenerates(this.facts, 'step');
@@ -516,10 +570,11 @@ export class WorkerTrace {
     return this.connection.call('traceHeadScores', this.id);
   }
 
-  /** Frees the worker's copy now (probs, topK and toSafetensors stop working; the tensors here stay). */
+  /** Frees the worker's copy (probs, topK and toSafetensors stop working; the tensors here stay), with the next request to the worker or within a second. */
   release(): Promise<void> {
     this.connection.releaseTrace.unregister(this);
-    return this.connection.call('releaseTrace', this.id);
+    this.connection.releaseLater(this.id);
+    return Promise.resolve();
   }
 }
 

@@ -395,7 +395,8 @@ export class Trace {
   /** The `k` most probable next tokens after the last position, under the sampling filters of `params`. */
   topK(k: number, params?: SamplingParams): TokenProb[] {
     check.needHead(this.facts, 'topK');
-    return this.raw.topK(check.count(k, 'k', this.vocab), check.optionalSamplingParams(params, this.vocab));
+    const flat = this.raw.topKFlat(check.count(k, 'k', this.vocab), check.optionalSamplingParams(params, this.vocab));
+    return Array.from({ length: flat.length / 2 }, (_, i) => ({ id: flat[2 * i]!, prob: flat[2 * i + 1]! }));
   }
 
   /** Every captured tensor plus `tokens`, as a safetensors file (loads in Python with `safetensors.numpy.load_file`). */

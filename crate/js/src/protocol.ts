@@ -16,6 +16,9 @@ import type {
   ModelFiles,
   ModelInfo,
   PatchScores,
+  PromptNext,
+  PromptQuery,
+  PromptTimings,
   SamplingParams,
   Tensor,
   TokenProb,
@@ -31,6 +34,15 @@ export interface TraceData {
   tokens: Uint32Array;
   computed: number;
   tensors: Partial<Record<HookName, Tensor>>;
+}
+
+/** The answer to `sessionRunPrompt`: the run, every token's string, and what the query asked for. */
+export interface PromptData {
+  trace: TraceData;
+  labels: string[] | undefined;
+  next: PromptNext | undefined;
+  opened: Tensor | undefined;
+  timings: PromptTimings;
 }
 
 type SessionId = number;
@@ -59,6 +71,8 @@ export interface Operations {
   embed: { args: [input: string | Uint32Array]; result: Float32Array };
   openSession: { args: []; result: SessionId };
   sessionRun: { args: [session: SessionId, tokens: Uint32Array, capture: Capture]; result: TraceData };
+  /** Encodes (a string), runs and answers `query`: a live view's one message per edit. */
+  sessionRunPrompt: { args: [session: SessionId, input: string | Uint32Array, query: PromptQuery]; result: PromptData };
   sessionStep: { args: [session: SessionId, token: number]; result: void };
   sessionSampleNext: { args: [session: SessionId, params: SamplingParams, seed: number | undefined]; result: number };
   sessionTokens: { args: [session: SessionId]; result: Uint32Array };
@@ -78,7 +92,8 @@ export interface Operations {
   /** Stops when `cancel[0]` (shared memory) becomes 1. */
   logitLens: { args: [tokens: Uint32Array, options: Omit<LogitLensOptions, 'onProgress'>, cancel: Int32Array | undefined]; result: LogitLens };
   attribution: { args: [tokens: Uint32Array, options: AttributionOptions]; result: Attribution };
-  releaseTrace: { args: [trace: TraceId]; result: void };
+  /** Nothing but the request's `release` list: sent when no other request has carried it for a second. */
+  releaseTraces: { args: []; result: void };
   /** A Trainer in the worker (see `Trainer`), kept under its id until `trainerFree`. */
   trainerCreate: { args: [shape: TrainShape, recipe: Partial<TrainRecipe> | undefined]; result: { id: TrainerId; paramCount: number; recipe: TrainRecipe } };
   trainerSetText: { args: [trainer: TrainerId, bytes: Uint8Array, valFraction: number]; result: void };
@@ -98,7 +113,8 @@ export type Operation = keyof Operations;
 export type Args<K extends Operation> = Operations[K]['args'];
 export type Result<K extends Operation> = Operations[K]['result'];
 
-export type Request = { [K in Operation]: { id: number; op: K; args: Args<K> } }[Operation];
+/** `release`: traces the page let go of, freed before the operation runs (they ride along, so letting go costs no message of its own). */
+export type Request = { [K in Operation]: { id: number; op: K; args: Args<K>; release?: TraceId[] } }[Operation];
 
 export type Response =
   | { [K in Operation]: { id: number; op: K; ok: true; result: Result<K> } }[Operation]

@@ -125,6 +125,41 @@ export interface TokenProb {
   prob: number;
 }
 
+/**
+ * What `WorkerSession.runPrompt` computes besides the run itself, so that a live view gets
+ * everything for one edit of its prompt in one message to the Worker.
+ */
+export interface PromptQuery {
+  /** Hooks to capture, as `run` takes them (default: every hook). */
+  capture?: readonly HookName[] | undefined;
+  /**
+   * Past this many tokens, each `blocks.{l}.attn.hook_pattern` asked for in `capture` is captured
+   * pooled instead (`hook_pattern.pooled`), the session keeps its queries (CPU; see
+   * `keepQueries`) and `open`'s head comes whole in the answer: every head's whole map of a long
+   * prompt would not fit in memory. Default: never.
+   */
+  pooledPast?: number | undefined;
+  /** The head whose whole map a pooled run answers with (`opened`). */
+  open?: { layer: number; head: number } | undefined;
+  /** The `k` most probable next tokens (with their strings), and the candidates `sampling` keeps, up to `survivors` (default 1000). Not for encoders. */
+  next?: { k: number; sampling?: SamplingParams | undefined; survivors?: number | undefined } | undefined;
+}
+
+/** The next-token part of a `PromptAnswer`. */
+export interface PromptNext {
+  /** The `k` most probable next tokens at temperature 1, unfiltered, each with its string (none without a tokenizer). */
+  top: (TokenProb & { label: string | undefined })[];
+  /** The tokens `sampling` keeps, most probable first, with their probabilities under it (at most `survivors`). */
+  kept: TokenProb[];
+}
+
+/** Where the Worker's time for a `runPrompt` went, in milliseconds (measured in the Worker). */
+export interface PromptTimings {
+  tokenize: number;
+  forward: number;
+  next: number;
+}
+
 /** Checkpoint files by name: `config.json`, one `*.safetensors`, optionally `tokenizer.json` or `vocab.json` + `merges.txt`. */
 export type ModelFiles = Record<string, Uint8Array>;
 

@@ -6,7 +6,8 @@ import { abortForTesting, crashFlag, engineMemoryBytes, init } from './backend.j
 import { asEngineFailure, EngineCrashedError } from './crash.js';
 import { GgufLoader, Model, Session, Trace } from './model.js';
 import { Trainer } from './train.js';
-import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
+import { transferables, type Args, type Operation, type PromptData, type Request, type Response, type Result, type TraceData } from './protocol.js';
+import type { HookName, ModelInfo, PromptQuery } from './types.js';
 
 interface WorkerScope {
   postMessage(message: Response, transfer: Transferable[]): void;
@@ -42,6 +43,59 @@ function share(trace: Trace): TraceData {
   const tensors: TraceData['tensors'] = {};
   for (const name of trace.names()) tensors[name] = trace.tensor(name);
   return { id, tokens: trace.tokens(), computed: trace.computed, tensors };
+}
+
+/** Each model's info, asked once (it lists every hook: not free to build on every keystroke). */
+const infos = new WeakMap<Model, ModelInfo>();
+
+function infoOf(current: Model): ModelInfo {
+  let info = infos.get(current);
+  if (!info) {
+    info = current.info();
+    infos.set(current, info);
+  }
+  return info;
+}
+
+/**
+ * `sessionRunPrompt`: encodes `input` with the Worker's model (a string; token ids run as they
+ * are), runs it through the session, and answers the query from the same trace, so a live view
+ * needs one message per edit instead of a chain of round trips.
+ */
+async function runPrompt(session: Session, input: string | Uint32Array, query: PromptQuery): Promise<PromptData> {
+  const current = loadedModel();
+  const info = infoOf(current);
+  let mark = performance.now();
+  const lap = () => {
+    const now = performance.now();
+    const elapsed = now - mark;
+    mark = now;
+    return elapsed;
+  };
+  const tokens = typeof input === 'string' ? current.encode(input) : input;
+  if (tokens.length > info.contextLength) throw new RangeError(`The prompt is ${tokens.length} tokens; this model reads at most ${info.contextLength}.`);
+  const labels = info.hasTokenizer ? current.tokenStrings(tokens) : undefined;
+  const tokenize = lap();
+  const pooled = query.pooledPast !== undefined && tokens.length > query.pooledPast;
+  const capture = pooled ? query.capture?.map((hook) => (/^blocks\.\d+\.attn\.hook_pattern$/.test(hook) ? (`${hook}.pooled` as HookName) : hook)) : query.capture;
+  const keep = pooled && query.open !== undefined && session.backend() === 'cpu';
+  session.keepQueries(keep);
+  const trace = await session.runAsync(tokens, capture);
+  const opened = keep && query.open ? session.headPattern(query.open.layer, query.open.head) : undefined;
+  // Copying the captured tensors out of wasm memory is part of capturing them.
+  const shared = share(trace);
+  const forward = lap();
+  let next: PromptData['next'];
+  if (query.next) {
+    const { k, sampling, survivors = 1000 } = query.next;
+    const kept = trace.topK(survivors, sampling);
+    // Each topK ranks the whole vocabulary: once is enough when the settings filter nothing.
+    const unfiltered = sampling === undefined || (sampling.temperature === 1 && sampling.topK === undefined && sampling.topP === undefined);
+    const top = unfiltered && kept.length >= Math.min(k, survivors) && survivors >= k ? kept.slice(0, k) : trace.topK(k);
+    const strings = info.hasTokenizer ? current.tokenStrings(top.map(({ id }) => id)) : undefined;
+    next = { top: top.map((candidate, i) => ({ ...candidate, label: strings?.[i] })), kept };
+  }
+  return { trace: shared, labels, next, opened, timings: { tokenize, forward, next: lap() } };
 }
 
 function dropIncoming(): void {
@@ -122,6 +176,7 @@ const handlers: Handlers = {
     return id;
   },
   sessionRun: async (session, tokens, capture) => share(await found(sessions, session, 'session').runAsync(tokens, capture)),
+  sessionRunPrompt: (session, input, query) => runPrompt(found(sessions, session, 'session'), input, query),
   sessionStep: (session, token) => found(sessions, session, 'session').stepAsync(token),
   sessionSampleNext: (session, params, seed) => found(sessions, session, 'session').sampleNextAsync(params, seed),
   sessionTokens: (session) => found(sessions, session, 'session').tokens(),
@@ -142,10 +197,7 @@ const handlers: Handlers = {
   patch: (clean, corrupt, answer, wrong, cancel) => loadedModel().patch({ clean, corrupt, answer, wrong }, { onProgress: reporter('patch', cancel) }),
   logitLens: (tokens, options, cancel) => loadedModel().logitLens(tokens, { ...options, onProgress: reporter('logitLens', cancel) }),
   attribution: (tokens, options) => loadedModel().attribution(tokens, options),
-  releaseTrace: (trace) => {
-    traces.get(trace)?.free();
-    traces.delete(trace);
-  },
+  releaseTraces: () => {},
   trainerCreate: (shape, recipe) => {
     const trainer = new Trainer(shape, recipe);
     const id = nextId++;
@@ -190,7 +242,11 @@ function onUncaught(error: unknown, event: Event): void {
 scope.addEventListener('error', (event) => onUncaught(event.error, event));
 scope.addEventListener('unhandledrejection', (event) => onUncaught(event.reason, event));
 
-async function handle({ id, op, args }: Request): Promise<void> {
+async function handle({ id, op, args, release = [] }: Request): Promise<void> {
+  for (const trace of release) {
+    traces.get(trace)?.free();
+    traces.delete(trace);
+  }
   try {
     const run = handlers[op] as (...args: unknown[]) => unknown;
     inFlight = id;

@@ -6,7 +6,7 @@
 import { headMap, lastKey, strongestKeys, weight, type Analysis } from '../analysis.ts';
 import { paintAttention, paintPooled } from '../attention-paint.ts';
 import { sequentialMap } from '../colormap.ts';
-import { formatPercent, h, onWidthChange, tokenText } from '../dom.ts';
+import { drawnWhenSeen, formatPercent, h, tokenText, trackWidth } from '../dom.ts';
 import { MatrixCanvas } from '../matrix-canvas.ts';
 import type { Live } from '../live.ts';
 import { downloadCanvas, downloadCsv, exportButton, howTo } from '../panel-tools.ts';
@@ -138,7 +138,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
     const share = sinkShare(pattern, t, slot);
     sinkNote.hidden = share < SINK_SHARE;
     sinkNote.textContent = `This head gives ${formatPercent(share)} of its attention, on average, to the first token “${tokenText(analysis.labels[0]!)}”. That is the attention sink: a head with nothing useful to read parks its weight on the first position, whose content barely changes the output. The colour scale leaves it out unless you choose “linear” or “√ weight”.`;
-    const width = body.clientWidth;
+    const width = bodyWidth();
     const summary = describeMap(analysis, state);
     if (detailView === 'lines') {
       lines.element.setAttribute('aria-label', `Lines of ${summary}`);
@@ -175,9 +175,10 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
     if (body.firstChild !== map.element) body.replaceChildren(map.element);
   };
 
-  onWidthChange(body, render);
+  const redraw = drawnWhenSeen(root, render);
+  const bodyWidth = trackWidth(body, redraw);
   store.subscribe((state, changed) => {
-    if (touched(changed, 'analysis', 'head', 'query', 'theme', 'attentionScale', 'model', 'detailView')) render();
+    if (touched(changed, 'analysis', 'head', 'query', 'theme', 'attentionScale', 'model', 'detailView')) redraw();
     if (touched(changed, 'head', 'ablated')) ablate.setAttribute('aria-pressed', String(state.ablated.includes(`${state.head.layer}.${state.head.head}`)));
   });
 }

@@ -1,14 +1,18 @@
-// Every head at once: a grid of small canvases, one per layer (row) × head (column), each the
-// head's attention map (a causal model's triangle, an encoder's full square) at one pixel per token pair, scaled up by CSS without smoothing.
-// Only canvases on screen are painted (an IntersectionObserver tracks them), so a 30 × 9 model
-// redraws what is visible within the frame and paints the rest as they scroll into view. The
-// picked query row is a CSS overlay: moving it repaints nothing. Long prompts are max-pooled to
-// at most THUMBNAIL pixels a side (each pixel the largest weight of its block), so a strong weight
-// never disappears. Arrow keys move through the grid, Enter opens a head; the layer and head
-// labels stay in view while the grid scrolls.
+// Every head at once: a grid of buttons, one per layer (row) × head (column), over one canvas that
+// holds every head's attention map (a causal model's triangle, an encoder's full square) at one
+// pixel per token pair, scaled up without smoothing. One canvas, not one per head: the browser
+// composites each canvas as a layer of its own, and 270 of them cost SmolLM2 ~50 ms of
+// main-thread work on every frame (layerize and commit), more than all the page's own script.
+// Only heads on screen are painted (an IntersectionObserver tracks their buttons: in the viewport
+// and not scrolled away inside the grid), so a 30 × 9 model redraws what is visible within the
+// frame and paints the rest as they scroll into view.
+// The picked query row is a CSS overlay: moving it repaints nothing. Long prompts are max-pooled
+// to at most THUMBNAIL pixels a side (each pixel the largest weight of its block), so a strong
+// weight never disappears. Arrow keys move through the grid, Enter opens a head; the layer and
+// head labels stay in view while the grid scrolls.
 import { thumbnails, type Analysis } from '../analysis.ts';
 import { paintAttention, paintPooled, pooledSize } from '../attention-paint.ts';
-import { sequentialMap } from '../colormap.ts';
+import { pixelOf, sequentialMap } from '../colormap.ts';
 import { cssVar, formatPercent, h, tokenText } from '../dom.ts';
 import { downloadCanvas, exportButton, howTo, rovingFocus, setRovingStop } from '../panel-tools.ts';
 import { touched, type State, type Store } from '../store.ts';
@@ -21,14 +25,13 @@ const GRID_HELP_CAUSAL =
 const GRID_HELP_ENCODER =
   'One small map per attention head: rows are layers (L0 is the first), columns are heads. In each map a row is a query token and a column a key token it reads. This model is an encoder: every token reads every other, those after it too, so each map is a full square.';
 
-/** Largest thumbnail side in canvas pixels; longer prompts are max-pooled down to it. */
+/** Largest thumbnail side in canvas pixels; longer prompts (and cells smaller than it) are max-pooled down to it. */
 const THUMBNAIL = 96;
 
 interface HeadCell {
   layer: number;
   head: number;
   button: HTMLButtonElement;
-  canvas: HTMLCanvasElement;
   /** The head's strongest detector, when it scores high enough. */
   badge: HTMLSpanElement;
   visible: boolean;
@@ -71,36 +74,96 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
   let cells: HeadCell[] = [];
   const cellOf = new Map<Element, HeadCell>();
   let shape = '';
+  /** Every head's map, each drawn under its button (the canvas spans the whole grid). */
+  const canvas = h('canvas', { class: 'grid-canvas', width: 1, height: 1, 'aria-hidden': 'true' });
+  const context = canvas.getContext('2d')!;
+  /** The canvas's pixels, painted here and put back once per redraw (only the region that changed). */
+  let image = new ImageData(1, 1);
+  let gridPixels = new Uint32Array(image.data.buffer);
+  /** One thumbnail at its own resolution, before it is scaled into its cell. */
+  let thumbnail = new ImageData(1, 1);
 
-  const paint = (cell: HeadCell, analysis: Analysis) => {
+  /**
+   * Head `cell`'s thumbnail at one pixel per token pair (or pooled block), max-pooled to at most
+   * `side` pixels (its cell's, or THUMBNAIL) so that no weight is lost to scaling it down;
+   * undefined without a map.
+   */
+  const paintThumbnail = (cell: HeadCell, analysis: Analysis, side: number): ImageData | undefined => {
     // A long prompt's thumbnails come from the engine's pooled maps: `t` bins, not tokens.
     const source = thumbnails(analysis, cell.layer);
-    if (!source) return;
+    if (!source) return undefined;
     const { pattern, t } = source;
-    const { canvas } = cell;
-    const { size, factor } = pooledSize(t, THUMBNAIL);
-    if (canvas.width !== size) {
-      canvas.width = size;
-      canvas.height = size;
-    }
-    const context = canvas.getContext('2d')!;
-    const image = context.createImageData(size, size);
+    const { size, factor } = pooledSize(t, Math.max(1, Math.min(THUMBNAIL, side)));
+    if (thumbnail.width !== size) thumbnail = new ImageData(size, size);
     const { theme, attentionScale } = store.state;
     const colors = sequentialMap(theme);
     const full = analysis.bidirectional;
-    if (factor === 1) paintAttention(image, pattern, t, cell.head, colors, attentionScale, full);
-    else paintPooled(image, pattern, t, cell.head, factor, colors, attentionScale, full);
-    context.putImageData(image, 0, 0);
-    cell.stale = false;
+    if (factor === 1) paintAttention(thumbnail, pattern, t, cell.head, colors, attentionScale, full);
+    else paintPooled(thumbnail, pattern, t, cell.head, factor, colors, attentionScale, full);
+    cell.button.dataset.pixels = String(size);
+    return thumbnail;
+  };
+
+  /** The grid canvas's pixels per CSS pixel, and each cell's place in it (read once per layout, not per paint). */
+  let scale = 1;
+  let places: { x: number; y: number; side: number }[] = [];
+  let mapBackground = '';
+  const layout = () => {
+    scale = devicePixelRatio;
+    canvas.width = Math.max(1, Math.round(grid.scrollWidth * scale));
+    canvas.height = Math.max(1, Math.round(grid.scrollHeight * scale));
+    canvas.style.width = `${canvas.width / scale}px`;
+    canvas.style.height = `${canvas.height / scale}px`;
+    image = new ImageData(canvas.width, canvas.height);
+    gridPixels = new Uint32Array(image.data.buffer);
+    places = cells.map(({ button }) => ({ x: Math.round(button.offsetLeft * scale), y: Math.round(button.offsetTop * scale), side: Math.round(button.offsetWidth * scale) }));
+    mapBackground = cssVar('--map-bg');
+    for (const cell of cells) cell.stale = true; // resizing cleared the canvas
+  };
+
+  /** Copies `source` into the grid's pixels at `place`, scaled up without smoothing; masked pixels show the map background. */
+  const blit = (source: ImageData, { x, y, side }: { x: number; y: number; side: number }, background: number) => {
+    const size = source.width;
+    const from = new Uint32Array(source.data.buffer);
+    // Each pixel shows the map pixel under its centre.
+    const columns = Int32Array.from({ length: side }, (_, i) => Math.floor(((i + 0.5) * size) / side));
+    const stride = image.width;
+    for (let row = 0; row < side && y + row < image.height; row++) {
+      const line = Math.floor(((row + 0.5) * size) / side) * size;
+      const at = (y + row) * stride + x;
+      for (let i = 0; i < side && x + i < stride; i++) gridPixels[at + i] = from[line + columns[i]!]! || background;
+    }
   };
 
   const paintVisible = () => {
     const analysis = store.state.analysis;
-    for (const cell of cells) {
-      if (!analysis) cell.canvas.width = 1; // resizing clears: no prompt, no maps
-      else if (cell.visible && cell.stale) paint(cell, analysis);
-    }
+    const background = pixelOf(mapBackground);
+    let left = Infinity;
+    let top = Infinity;
+    let right = 0;
+    let bottom = 0;
+    cells.forEach((cell, i) => {
+      const place = places[i];
+      if (!place || !cell.visible || !cell.stale) return;
+      const source = analysis && paintThumbnail(cell, analysis, place.side);
+      if (source) blit(source, place, background);
+      else {
+        // No prompt, no map: the cell's background.
+        for (let row = place.y; row < Math.min(place.y + place.side, image.height); row++) gridPixels.fill(background, row * image.width + place.x, row * image.width + place.x + place.side);
+        delete cell.button.dataset.pixels;
+      }
+      cell.stale = false;
+      left = Math.min(left, place.x);
+      top = Math.min(top, place.y);
+      right = Math.max(right, place.x + place.side);
+      bottom = Math.max(bottom, place.y + place.side);
+    });
+    if (right > left) context.putImageData(image, 0, 0, left, top, right - left, bottom - top);
   };
+  new ResizeObserver(() => {
+    layout();
+    paintVisible();
+  }).observe(grid);
 
   const observer = new IntersectionObserver(
     (entries) => {
@@ -110,7 +173,8 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       }
       paintVisible();
     },
-    { root: scroller, rootMargin: '120px' },
+    // On screen: in the page's viewport (or near it) and not scrolled away inside the grid.
+    { rootMargin: '200px' },
   );
 
   const build = (nLayer: number, nHead: number) => {
@@ -123,7 +187,6 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     cellOf.clear();
     const rows = Array.from({ length: nLayer }, (_, layer) => {
       const row = Array.from({ length: nHead }, (_, head) => {
-        const canvas = h('canvas', { width: 1, height: 1, 'aria-hidden': 'true' });
         const badge = h('span', { class: 'badge', 'aria-hidden': 'true' });
         const button = h(
           'button',
@@ -142,11 +205,10 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
               void live.toggleAblated(`${layer}.${head}`);
             },
           },
-          canvas,
           h('span', { class: 'query-row' }),
           badge,
         );
-        const cell = { layer, head, button, canvas, badge, visible: false, stale: true };
+        const cell = { layer, head, button, badge, visible: false, stale: true };
         cells.push(cell);
         cellOf.set(button, cell);
         return button;
@@ -158,7 +220,8 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
         ...row,
       );
     });
-    grid.replaceChildren(h('div', { class: 'grid-row grid-head', role: 'row' }, h('span', { class: 'axis-label corner' }), ...headLabels), ...rows);
+    grid.replaceChildren(canvas, h('div', { class: 'grid-row grid-head', role: 'row' }, h('span', { class: 'axis-label corner' }), ...headLabels), ...rows);
+    layout();
     for (const cell of cells) observer.observe(cell.button);
   };
 
@@ -194,6 +257,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
         cell.button.classList.toggle('lit', lit);
       }
     }
+    if (touched(changed, 'theme')) mapBackground = cssVar('--map-bg');
     if (touched(changed, 'analysis', 'theme', 'attentionScale', 'model')) {
       for (const cell of cells) cell.stale = true;
       grid.classList.toggle('empty', !state.analysis);
@@ -259,7 +323,6 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     const { analysis, model } = store.state;
     if (!analysis || !model) return;
     const { nLayer, nHead } = model.engine.info;
-    for (const cell of cells) if (cell.stale) paint(cell, analysis);
     const side = 96;
     const gap = 6;
     const left = 36;
@@ -277,9 +340,14 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       const x = left + cell.head * (side + gap);
       const y = top + cell.layer * (side + gap);
       if (cell.head === 0) context.fillText(`L${cell.layer}`, 4, y + side / 2);
-      context.fillStyle = cssVar('--map-bg');
+      context.fillStyle = mapBackground;
       context.fillRect(x, y, side, side);
-      context.drawImage(cell.canvas, x, y, side, side);
+      const source = paintThumbnail(cell, analysis, side);
+      if (source) {
+        const scratch = new OffscreenCanvas(source.width, source.height);
+        scratch.getContext('2d')!.putImageData(source, 0, 0);
+        context.drawImage(scratch, x, y, side, side);
+      }
       context.fillStyle = cssVar('--text-muted');
     }
     downloadCanvas('gptlens-attention-grid.png', canvas);

@@ -2,7 +2,7 @@
 // a line from each query to each key it attends to with the weight as opacity. With a query
 // picked (or hovered) only its lines show, and the keys it reads are shaded by weight.
 import { weight } from '../analysis.ts';
-import { cssVar, tokenText } from '../dom.ts';
+import { cssVar, fitCanvas, tokenText, useFont } from '../dom.ts';
 import { showTooltip, hideTooltip } from '../tooltip.ts';
 
 const ROW = 20;
@@ -82,13 +82,10 @@ export class AttentionLines {
     const width = this.width;
     const height = HEADER + t * ROW + 4;
     const ratio = devicePixelRatio || 1;
-    this.element.width = Math.round(width * ratio);
-    this.element.height = Math.round(height * ratio);
-    this.element.style.width = `${width}px`;
-    this.element.style.height = `${height}px`;
     const context = this.element.getContext('2d')!;
+    fitCanvas(this.element, context, width, height, ratio);
     context.setTransform(ratio, 0, 0, ratio, 0, 0);
-    context.font = `${FONT} ${cssVar('--font-mono')}`;
+    useFont(context, `${FONT} ${cssVar('--font-mono')}`);
     context.textBaseline = 'middle';
 
     const accent = cssVar('--accent');

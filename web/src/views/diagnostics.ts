@@ -21,10 +21,24 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
   const list = h('dl', { class: 'facts' });
   root.append(h('header', { class: 'panel-head' }, h('h2', {}, 'Diagnostics')), list);
 
-  const fact = (field: string, label: string, value: string, detail?: string) => [
-    h('dt', {}, label),
-    h('dd', { 'data-field': field }, value, detail ? h('small', {}, detail) : null),
-  ];
+  type Fact = { field: string; label: string; value: string; detail: string | undefined };
+  const fact = (field: string, label: string, value: string, detail?: string): Fact => ({ field, label, value, detail });
+  /** The rows on screen, by field: a redraw (twice per keystroke) rewrites only the text that changed. */
+  let shown = new Map<string, { fact: Fact; dd: HTMLElement }>();
+  const show = (facts: Fact[]) => {
+    const fields = [...shown.keys()];
+    const same = facts.length === fields.length && facts.every(({ field, label }, i) => fields[i] === field && shown.get(field)!.fact.label === label);
+    if (!same) {
+      shown = new Map(facts.map((fact) => [fact.field, { fact, dd: h('dd', { 'data-field': fact.field }) }]));
+      list.replaceChildren(...[...shown.values()].flatMap(({ fact, dd }) => [h('dt', {}, fact.label), dd]));
+    }
+    for (const next of facts) {
+      const row = shown.get(next.field)!;
+      if (same && row.fact.value === next.value && row.fact.detail === next.detail) continue;
+      row.fact = next;
+      row.dd.replaceChildren(next.value, ...(next.detail ? [h('small', {}, next.detail)] : []));
+    }
+  };
 
   const render = (state: Readonly<State>) => {
     const { model, redraw } = state;
@@ -60,13 +74,21 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
       rows.push(fact('memory', 'engine memory', formatBytes(state.engineNow), 'the Worker’s WebAssembly memory now: the most loading and running have taken (it never shrinks)'));
     }
     if (redraw.forwardMs !== undefined) {
+      const budget = (ms: number, limit: number) => `${formatMs(ms)}${ms > limit ? ` (over its ${limit} ms budget)` : ''}`;
       rows.push(
-        fact('forward', 'last forward', formatMs(redraw.forwardMs), `${redraw.computed} of ${redraw.tokens} tokens computed, the rest reused from the session (round trip, tensors included)`),
+        fact('forward', 'last forward', formatMs(redraw.forwardMs), `${redraw.computed} of ${redraw.tokens} tokens computed, the rest reused from the session`),
         fact(
           'stages',
           'redraw stages',
-          `${redraw.tokenizeMs === undefined ? '' : `tokenize ${formatMs(redraw.tokenizeMs)} · `}forward ${formatMs(redraw.forwardMs)} · next token ${formatMs(redraw.predictMs!)} · views ${formatMs(redraw.drawMs!)}`,
-          'worker round trips, then the synchronous update of every view',
+          [
+            `tokenize ${budget(redraw.tokenizeMs!, 1)}`,
+            `forward ${formatMs(redraw.forwardMs)}`,
+            `next token ${budget(redraw.predictMs!, 1)}`,
+            `message ${formatMs(redraw.transferMs!)}`,
+            ...(redraw.extraMs === undefined ? [] : [`ablation and detectors ${formatMs(redraw.extraMs)}`]),
+            `views ${budget(redraw.drawMs!, 6)}`,
+          ].join(' · '),
+          'one message to the engine’s Worker per redraw: encoding, forward pass and next token timed there; “message” is the rest of its round trip (copying the tensors, waiting for this page to be free); then the update of every view',
         ),
       );
     }
@@ -80,7 +102,7 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
         ),
       );
     }
-    list.replaceChildren(...rows.flat());
+    show(rows);
   };
 
   store.subscribe((state, changed) => {

@@ -3,7 +3,7 @@
 // and a chart of the picked token's statistics through the depth with the other tokens faint.
 import type { Analysis, NormSite } from '../analysis.ts';
 import { Colormap, divergingMap, sequentialMap } from '../colormap.ts';
-import { h, onWidthChange, tokenText } from '../dom.ts';
+import { drawnWhenSeen, h, tokenText, trackWidth } from '../dom.ts';
 import { lineChart } from '../line-chart.ts';
 import { MatrixCanvas } from '../matrix-canvas.ts';
 import { downloadCanvas, downloadCsv, downloadSvg, exportButton, howTo } from '../panel-tools.ts';
@@ -194,7 +194,7 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     if (state.normTable) {
       table.replaceChildren(statisticsTable(analysis, state.query, rms));
     } else {
-      const width = strips.clientWidth;
+      const width = stripsWidth();
       const stripWidth = rms || width < 720 ? width : (width - 16) / 2;
       drawStrip(scaleStrip, analysis, state, stripWidth, rms);
       meanStrip.element.hidden = rms;
@@ -206,7 +206,8 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     const xLabels = depthLabels(analysis.norms);
     const others = (values: (site: NormSite) => Float32Array) =>
       analysis.labels.map((_, i) => analysis.norms.map((site) => values(site)[i]!)).filter((_, i) => i !== token);
-    const chartWidth = rms || charts.clientWidth < 720 ? charts.clientWidth : (charts.clientWidth - 16) / 2;
+    const chartsWidth = chartsBoxWidth();
+    const chartWidth = rms || chartsWidth < 720 ? chartsWidth : (chartsWidth - 16) / 2;
     const scale = lineChart({
       width: chartWidth,
       height: 180,
@@ -234,10 +235,12 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     charts.replaceChildren(...[scale, mean].filter((chart) => chart !== null));
   };
 
-  onWidthChange(root, () => render(store.state));
-  store.subscribe((state, changed) => {
-    if (touched(changed, 'analysis', 'query', 'theme', 'normTable', 'model')) render(state);
-    if (touched(changed, 'model')) placement.textContent = state.model?.engine.info.normPlacement === 'post' ? NORMS_POST : NORMS_PRE;
+  const redraw = drawnWhenSeen(root, () => render(store.state));
+  const stripsWidth = trackWidth(strips, redraw);
+  const chartsBoxWidth = trackWidth(charts, redraw);
+  store.subscribe((_, changed) => {
+    if (touched(changed, 'analysis', 'query', 'theme', 'normTable', 'model')) redraw();
+    if (touched(changed, 'model')) placement.textContent = store.state.model?.engine.info.normPlacement === 'post' ? NORMS_POST : NORMS_PRE;
   });
 }
 

@@ -111,14 +111,21 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
       summary.textContent = analysis
         ? `${count} token${count === 1 ? '' : 's'} · ${analysis.computed} computed, ${count - analysis.computed} reused`
         : '';
-      // Rebuilt chips keep the keyboard focus where it was.
+      // Only the chips after the first changed token are rebuilt (typing at the end: the last one
+      // or two); rebuilt chips keep the keyboard focus where it was.
+      const labels = analysis?.labels ?? [];
+      const items = [...chips.children] as HTMLLIElement[];
+      let same = 0;
+      while (same < Math.min(items.length, labels.length) && items[same]!.dataset.token === `${analysis!.tokens[same]}` && items[same]!.dataset.label === labels[same]) same++;
       const focused = chipButtons().indexOf(document.activeElement as HTMLButtonElement);
-      chips.replaceChildren(
-        ...(analysis?.labels ?? []).map((label, position) => {
+      for (const item of items.slice(same)) item.remove();
+      chips.append(
+        ...labels.slice(same).map((label, i) => {
+          const position = same + i;
           const id = analysis!.tokens[position];
           return h(
             'li',
-            {},
+            { 'data-token': id, 'data-label': label },
             h(
               'button',
               {
@@ -136,11 +143,14 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
         }),
       );
       const buttons = chipButtons();
-      if (focused >= 0 && buttons.length > 0) buttons[Math.min(focused, buttons.length - 1)]!.focus();
+      if (focused >= same && buttons.length > 0) buttons[Math.min(focused, buttons.length - 1)]!.focus();
     }
     if (touched(changed, 'analysis', 'query')) {
       const buttons = chipButtons();
-      for (const button of buttons) button.setAttribute('aria-pressed', String(Number(button.dataset.pos) === state.query));
+      for (const button of buttons) {
+        const pressed = String(Number(button.dataset.pos) === state.query);
+        if (button.getAttribute('aria-pressed') !== pressed) button.setAttribute('aria-pressed', pressed);
+      }
       const focused = buttons.find((button) => button === document.activeElement);
       setRovingStop(buttons, focused ?? (state.query === undefined ? undefined : buttons[state.query]));
     }

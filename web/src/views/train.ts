@@ -6,7 +6,7 @@
 // the next token follow the training. Download saves config.json + model.safetensors, which
 // "Open files…" (or Model.load, the CLI, transformers) loads back.
 import { createWorkerClient, type GptlensWorker, type ModelFiles, type TrainProgress, type TrainRecipe, type TrainShape, type WorkerTrainer } from 'gptlens';
-import { cssVar, formatBytes, formatCount, h, onWidthChange } from '../dom.ts';
+import { cssVar, formatBytes, formatCount, h, trackWidth } from '../dom.ts';
 import { Engine, engineCrash } from '../engine.ts';
 import type { Loader } from '../loader.ts';
 import type { ModelSource } from '../model-files.ts';
@@ -381,7 +381,7 @@ export function mountTrain(root: HTMLElement, store: Store, loader: Loader, thre
   // --- The loss curve.
   function draw(): void {
     if (body.hidden) return;
-    const width = Math.max(200, Math.round(chartBox.clientWidth));
+    const width = Math.max(200, chartWidth());
     const height = 220;
     const ratio = devicePixelRatio || 1;
     canvas.width = width * ratio;
@@ -459,7 +459,7 @@ export function mountTrain(root: HTMLElement, store: Store, loader: Loader, thre
         : `Loss curve over ${losses.length} steps: training loss from ${losses[0]!.toFixed(3)} to ${losses.at(-1)!.toFixed(3)}${valLosses.length > 0 ? `, validation loss ${valLosses.at(-1)![1].toFixed(3)} at step ${valLosses.at(-1)![0]}` : ''}`,
     );
   }
-  onWidthChange(chartBox, draw);
+  const chartWidth = trackWidth(chartBox, draw);
   store.subscribe((_, changed) => {
     if (changed.has('theme')) draw();
   });

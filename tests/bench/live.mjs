@@ -1,0 +1,181 @@
+// `npm run bench:live`: the page at typing speed, as a person uses it. For each model it opens the
+// built page on a prompt of about 64 tokens, types 40 keystrokes at 8 keys/s, and reads the page's
+// own User Timing measures: keystroke → every view redrawn (`gptlens:keystroke→redraw`) and the
+// stages of each redraw (`gptlens:stage:*`: tokenize, forward, next token in the Worker; the
+// rest of the round trip; views; paint). Three
+// runs per model; figures are pooled over the runs (median, p95) with each run's median beside
+// them. Cold start is navigation → first probabilities painted (`gptlens:first-probabilities`),
+// from an empty HTTP cache and from a warm one. A bench, not a test: it asserts nothing and
+// prints a Markdown report (also written to tests/output/bench-live.md).
+//
+//   LIVE_RUNS=3  LIVE_THREADS=2  LIVE_MODELS=assets/gptlens-shakespeare,fixtures/gpt2-tiny-f32,assets/SmolLM2-135M-Instruct.Q4_1.gguf
+import { loadavg } from 'node:os';
+import { benchEachModel } from './page-models.mjs';
+
+const RUNS = Number(process.env.LIVE_RUNS ?? 3);
+const THREADS = process.env.LIVE_THREADS ?? '2';
+const KEYS = 40;
+const RATE = 8;
+const MODELS = (process.env.LIVE_MODELS ?? 'assets/gptlens-shakespeare,fixtures/gpt2-tiny-f32,assets/SmolLM2-135M-Instruct.Q4_1.gguf').split(',');
+// About 64 tokens for SmolLM2's BPE (and a byte model's 64 bytes); the tiny GPT-2 reads at most
+// 64 tokens in all, so it starts shorter to leave room for what is typed.
+const PROMPTS = {
+  default:
+    'The history of the printing press begins in the fifteenth century, when Johannes Gutenberg combined movable metal type, oil-based ink and a wooden press adapted from those used for wine. Within fifty years presses were working in more than two hundred cities across Europe, and the',
+  'assets/gptlens-shakespeare': 'ROMEO:\nBut soft, what light through yonder window breaks? It is th',
+  'fixtures/gpt2-tiny-f32': 'The cat sat on',
+};
+const TYPED = ' and then the printer said that the work';
+const STAGES = ['tokenize', 'forward', 'next-token', 'transfer', 'views', 'paint'];
+const TARGETS = { 'assets/SmolLM2-135M-Instruct.Q4_1.gguf': { median: 50, p95: 80 }, tiny: { median: 8, p95: 16 } };
+
+const quantile = (values, q) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? undefined : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+};
+const ms = (value) => (value === undefined ? '–' : value.toFixed(1));
+
+/** Counts the messages the page posts to Workers (the engine's), and collects long tasks and the
+ * page's measures as they are made (the page clears its older ones). */
+function instrument() {
+  window.live = { messages: 0, longTasks: [], measures: [] };
+  const post = Worker.prototype.postMessage;
+  Worker.prototype.postMessage = function (...args) {
+    window.live.messages++;
+    return post.apply(this, args);
+  };
+  new PerformanceObserver((list) => window.live.longTasks.push(...list.getEntries().map((entry) => entry.duration))).observe({ type: 'longtask' });
+  new PerformanceObserver((list) => {
+    for (const { name, duration, detail } of list.getEntries()) if (name.startsWith('gptlens:')) window.live.measures.push({ name, duration, detail });
+  }).observe({ type: 'measure' });
+}
+
+function address(url, model, prompt) {
+  return `${url}/?${new URLSearchParams({ model, prompt, threads: THREADS })}`;
+}
+
+/** Navigation → first probabilities painted, in ms. */
+async function coldStart(page, url, model) {
+  await page.goto(address(url, model, PROMPTS[model] ?? PROMPTS.default));
+  await page.waitForFunction(() => performance.getEntriesByName('gptlens:first-probabilities').length > 0, null, { timeout: 300_000 });
+  return page.evaluate(() => performance.getEntriesByName('gptlens:first-probabilities')[0].startTime);
+}
+
+async function typingRun(page, url, model) {
+  await page.goto(address(url, model, PROMPTS[model] ?? PROMPTS.default));
+  await page.getByTestId('candidate').first().waitFor({ timeout: 300_000 });
+  const box = page.getByTestId('prompt');
+  await box.click();
+  await box.press('Control+End'); // the end of the text (End alone ends the line the click landed on)
+  await page.waitForTimeout(500);
+  await page.evaluate(() => {
+    window.live.messages = 0;
+    window.live.longTasks.length = 0;
+    window.live.measures.length = 0;
+  });
+  const started = performance.now();
+  for (let key = 0; key < KEYS; key++) {
+    const wait = started + (key * 1000) / RATE - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    await page.keyboard.type(TYPED[key]);
+  }
+  await page.waitForTimeout(1500); // the last keystrokes' redraws
+  return page.evaluate((stages) => {
+    const { measures, messages, longTasks } = window.live;
+    const durations = (name) => measures.filter((entry) => entry.name === name).map((entry) => entry.duration);
+    const forward = measures.filter((entry) => entry.name === 'gptlens:stage:forward');
+    return {
+      redraws: durations('gptlens:keystroke→redraw'),
+      stages: Object.fromEntries(stages.map((stage) => [stage, durations(`gptlens:stage:${stage}`)])),
+      tokens: forward.at(-1)?.detail?.tokens,
+      computed: forward.map((entry) => entry.detail?.computed),
+      messages,
+      longTasks,
+    };
+  }, STAGES);
+}
+
+/**
+ * The floor under every figure: keystroke → next paint measured the same way (input event, then
+ * the task after the next animation frame) in a bare text box of the same page, with no work at
+ * all. No redraw can beat it; at 60 frames a second it is about half a frame plus the browser's
+ * own work for the keystroke.
+ */
+async function floorRun(page) {
+  await page.evaluate(() => {
+    const box = document.createElement('textarea');
+    box.id = 'bench-floor';
+    box.style.cssText = 'position:fixed;left:0;top:0;width:120px;height:24px;z-index:99';
+    window.floor = [];
+    box.addEventListener('input', () => {
+      const start = performance.now();
+      requestAnimationFrame(() => setTimeout(() => window.floor.push(performance.now() - start), 0));
+    });
+    document.body.append(box);
+    box.focus();
+  });
+  const started = performance.now();
+  for (let key = 0; key < KEYS; key++) {
+    const wait = started + (key * 1000) / RATE - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    await page.keyboard.type('x');
+  }
+  await page.waitForTimeout(300);
+  return page.evaluate(() => window.floor);
+}
+
+async function benchModel(browser, url, model) {
+  const cold = [];
+  const warm = [];
+  const runs = [];
+  for (let run = 0; run < RUNS; run++) {
+    // A fresh context has an empty HTTP cache: its first navigation is a cold start, the next a warm one.
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    await context.addInitScript(instrument);
+    const page = await context.newPage();
+    cold.push(await coldStart(page, url, model));
+    warm.push(await coldStart(page, url, model));
+    runs.push({ load: loadavg()[0], ...(await typingRun(page, url, model)), floor: await floorRun(page) });
+    await context.close();
+  }
+  return { model, cold, warm, runs };
+}
+
+function report({ model, cold, warm, runs }) {
+  const target = TARGETS[model] ?? TARGETS.tiny;
+  const redraws = runs.flatMap((run) => run.redraws);
+  const median = quantile(redraws, 0.5);
+  const p95 = quantile(redraws, 0.95);
+  const verdict = (value, limit) => (value === undefined ? '–' : value <= limit ? `met (≤ ${limit})` : `**not met** (target ≤ ${limit})`);
+  const lines = [
+    `### ${model}`,
+    '',
+    `${runs.length} runs × ${KEYS} keystrokes at ${RATE}/s (${runs[0]?.tokens ?? '?'} tokens at the end), ${THREADS} threads.`,
+    '',
+    '| figure | pooled median | pooled p95 | per-run medians | target |',
+    '|---|--:|--:|---|---|',
+    `| keystroke → every view redrawn (ms) | ${ms(median)} | ${ms(p95)} | ${runs.map((run) => ms(quantile(run.redraws, 0.5))).join(' · ')} | median ${verdict(median, target.median)}, p95 ${verdict(p95, target.p95)} |`,
+  ];
+  for (const stage of STAGES) {
+    const values = runs.flatMap((run) => run.stages[stage]);
+    const budget = { tokenize: 1, 'next-token': 1, views: 6 }[stage];
+    lines.push(`| stage: ${stage} (ms) | ${ms(quantile(values, 0.5))} | ${ms(quantile(values, 0.95))} | ${runs.map((run) => ms(quantile(run.stages[stage], 0.5))).join(' · ')} | ${budget === undefined ? '' : `median ${verdict(quantile(values, 0.5), budget)}`} |`);
+  }
+  const redrawCount = runs.reduce((sum, run) => sum + run.redraws.length, 0);
+  const messages = runs.reduce((sum, run) => sum + run.messages, 0);
+  const computed = runs.flatMap((run) => run.computed.filter((value) => value !== undefined));
+  const longTasks = runs.flatMap((run) => run.longTasks);
+  lines.push(
+    `| floor: keystroke → next paint with no work (ms) | ${ms(quantile(runs.flatMap((run) => run.floor), 0.5))} | ${ms(quantile(runs.flatMap((run) => run.floor), 0.95))} | ${runs.map((run) => ms(quantile(run.floor, 0.5))).join(' · ')} | |`,
+    `| cold start, empty HTTP cache (ms) | ${ms(quantile(cold, 0.5))} | | ${cold.map(ms).join(' · ')} | |`,
+    `| cold start, warm HTTP cache (ms) | ${ms(quantile(warm, 0.5))} | | ${warm.map(ms).join(' · ')} | ${model.includes('SmolLM2') ? `median ${verdict(quantile(warm, 0.5), 1000)}` : ''} |`,
+    '',
+    `Redraws: ${redrawCount} for ${runs.length * KEYS} keystrokes (coalesced keystrokes share one); page → Worker messages per redraw: ${(messages / Math.max(1, redrawCount)).toFixed(1)}; ` +
+      `positions computed per forward pass: median ${quantile(computed, 0.5) ?? '–'}, most ${computed.length ? Math.max(...computed) : '–'}; ` +
+      `main-thread long tasks while typing: ${longTasks.length}${longTasks.length ? `, longest ${ms(Math.max(...longTasks))} ms` : ''}; load (1 min) at each run: ${runs.map((run) => run.load.toFixed(2)).join(' · ')}.`,
+    '',
+  );
+  return lines.join('\n');
+}
+
+await benchEachModel({ title: 'npm run bench:live', models: MODELS, output: 'bench-live.md', measure: benchModel, report });

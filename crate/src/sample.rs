@@ -103,11 +103,9 @@ pub fn filtered_probs(logits: &[f32], params: &SamplingParams) -> Result<Vec<f32
     if params.top_k.is_none() && params.top_p.is_none() {
         return Ok(probs);
     }
-    let order = survivors(&probs, params);
-    let total: f64 = order.iter().map(|&i| f64::from(probs[i])).sum();
     let mut kept = vec![0.0; probs.len()];
-    for &i in &order {
-        kept[i] = (f64::from(probs[i]) / total) as f32;
+    for (i, p) in survivors(&probs, params) {
+        kept[i] = p;
     }
     Ok(kept)
 }
@@ -122,20 +120,21 @@ pub fn most_probable_under(logits: &[f32], params: &SamplingParams, k: usize) ->
     if params.top_k.is_none() && params.top_p.is_none() {
         return Ok(most_probable(&probs, k));
     }
-    let order = survivors(&probs, params);
-    let total: f64 = order.iter().map(|&i| f64::from(probs[i])).sum();
-    Ok(order
-        .into_iter()
-        .take(k)
-        .map(|i| (i, (f64::from(probs[i]) / total) as f32))
-        .take_while(|&(_, p)| p > 0.0)
-        .collect())
+    Ok(survivors(&probs, params).into_iter().take(k).take_while(|&(_, p)| p > 0.0).collect())
 }
 
-/// The tokens top-k and top-p keep, most probable first. Top-p ranks only as far as its mass
-/// takes it: the first 256 tokens, then 8 times as many, until the mass is reached (usually at
-/// once), instead of ranking the whole vocabulary.
-fn survivors(probs: &[f32], params: &SamplingParams) -> Vec<usize> {
+/// The tokens top-k and top-p keep, most probable first, with their probabilities renormalised
+/// over the survivors.
+fn survivors(probs: &[f32], params: &SamplingParams) -> Vec<(usize, f32)> {
+    let order = kept_order(probs, params);
+    let total: f64 = order.iter().map(|&i| f64::from(probs[i])).sum();
+    order.into_iter().map(|i| (i, (f64::from(probs[i]) / total) as f32)).collect()
+}
+
+/// The ids top-k and top-p keep, most probable first. Top-p ranks only as far as its mass takes
+/// it: the first 256 tokens, then 8 times as many, until the mass is reached (usually at once),
+/// instead of ranking the whole vocabulary.
+fn kept_order(probs: &[f32], params: &SamplingParams) -> Vec<usize> {
     let limit = params.top_k.map_or(probs.len(), |k| k.min(probs.len()));
     let Some(p) = params.top_p else { return top_indices(probs, limit) };
     let mut ranked = limit.min(256);
@@ -357,7 +356,7 @@ mod tests {
                 cumulative >= p
             });
             full.truncate(keep.map_or(full.len(), |last| last + 1));
-            assert_eq!(survivors(&probs, &params), full, "{params:?}");
+            assert_eq!(kept_order(&probs, &params), full, "{params:?}");
             let filtered = filtered_probs(&logits, &params).unwrap();
             for k in [1, 12, 1000] {
                 assert_eq!(

@@ -91,7 +91,7 @@ async function runPrompt(session: Session, input: string | Uint32Array, query: P
     const kept = trace.topK(survivors, sampling);
     // Each topK ranks the whole vocabulary: once is enough when the settings filter nothing.
     const unfiltered = sampling === undefined || (sampling.temperature === 1 && sampling.topK === undefined && sampling.topP === undefined);
-    const top = unfiltered && kept.length >= Math.min(k, survivors) && survivors >= k ? kept.slice(0, k) : trace.topK(k);
+    const top = unfiltered && survivors >= k ? kept.slice(0, k) : trace.topK(k);
     const strings = info.hasTokenizer ? current.tokenStrings(top.map(({ id }) => id)) : undefined;
     next = { top: top.map((candidate, i) => ({ ...candidate, label: strings?.[i] })), kept };
   }

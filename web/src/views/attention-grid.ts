@@ -107,7 +107,6 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
   /** The grid canvas's pixels per CSS pixel, and each cell's place in it (read once per layout, not per paint). */
   let scale = 1;
   let places: { x: number; y: number; side: number }[] = [];
-  let mapBackground = '';
   const layout = () => {
     scale = devicePixelRatio;
     canvas.width = Math.max(1, Math.round(grid.scrollWidth * scale));
@@ -117,7 +116,6 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     image = new ImageData(canvas.width, canvas.height);
     gridPixels = new Uint32Array(image.data.buffer);
     places = cells.map(({ button }) => ({ x: Math.round(button.offsetLeft * scale), y: Math.round(button.offsetTop * scale), side: Math.round(button.offsetWidth * scale) }));
-    mapBackground = cssVar('--map-bg');
     for (const cell of cells) cell.stale = true; // resizing cleared the canvas
   };
 
@@ -137,7 +135,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
 
   const paintVisible = () => {
     const analysis = store.state.analysis;
-    const background = pixelOf(mapBackground);
+    const background = pixelOf(cssVar('--map-bg'));
     let left = Infinity;
     let top = Infinity;
     let right = 0;
@@ -257,7 +255,6 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
         cell.button.classList.toggle('lit', lit);
       }
     }
-    if (touched(changed, 'theme')) mapBackground = cssVar('--map-bg');
     if (touched(changed, 'analysis', 'theme', 'attentionScale', 'model')) {
       for (const cell of cells) cell.stale = true;
       grid.classList.toggle('empty', !state.analysis);
@@ -340,7 +337,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       const x = left + cell.head * (side + gap);
       const y = top + cell.layer * (side + gap);
       if (cell.head === 0) context.fillText(`L${cell.layer}`, 4, y + side / 2);
-      context.fillStyle = mapBackground;
+      context.fillStyle = cssVar('--map-bg');
       context.fillRect(x, y, side, side);
       const source = paintThumbnail(cell, analysis, side);
       if (source) {

@@ -259,15 +259,19 @@ unsafe fn tile<K: DotBlock>(dest: Dest, w: WeightRows, rows: std::ops::Range<usi
     }
 }
 
-/// The packed kernels of one target: 4 rows × 1 input (decode), 1 row × 4 inputs (prefill) and
-/// 1 × 1 (the rest). All give the bits of [`packed::dot`]. `unsafe`: the AVX2 ones need the CPU
-/// feature, which the caller has checked.
+/// The packed kernels of one target: 4 rows × 1 input (decode; with the bytes of the next four
+/// rows to fetch ahead, see [`packed::fetch_ahead`]), 1 row × 4 inputs (prefill) and 1 × 1 (the
+/// rest). All give the bits of [`packed::dot`]. `unsafe`: the AVX2 ones need the CPU feature,
+/// which the caller has checked.
 #[derive(Clone, Copy)]
 struct PackedKernels {
-    rows4: unsafe fn(PackedType, [&[u8]; 4], Input) -> [f32; 4],
+    rows4: FourRows,
     inputs4: unsafe fn(PackedType, &[u8], [Input; 4]) -> [f32; 4],
     one: unsafe fn(PackedType, &[u8], Input) -> f32,
 }
+
+/// Four rows against one input, given the bytes of the four after them.
+type FourRows = unsafe fn(PackedType, [&[u8]; 4], Input, &[u8]) -> [f32; 4];
 
 /// One tile of a packed matrix, with the kernels the target supports best.
 unsafe fn packed_tile<'a>(
@@ -292,7 +296,7 @@ unsafe fn packed_tile<'a>(
     };
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     let kernels = PackedKernels {
-        rows4: |ty, rows, x| packed::dot(ty, rows, [x]).map(|[v]| v),
+        rows4: |ty, rows, x, _| packed::dot(ty, rows, [x]).map(|[v]| v),
         inputs4: |ty, row, xs| packed::dot(ty, [row], xs)[0],
         one: |ty, row, x| packed::dot(ty, [row], [x])[0][0],
     };
@@ -313,9 +317,9 @@ unsafe fn packed_tile_avx2<'a>(
     use super::x86::dot_packed;
     // SAFETY (all three): AVX2 was detected by the caller.
     let kernels = PackedKernels {
-        rows4: |ty, rows, x| unsafe { dot_packed(ty, rows, [x]) }.map(|[v]| v),
-        inputs4: |ty, row, xs| unsafe { dot_packed(ty, [row], xs) }[0],
-        one: |ty, row, x| unsafe { dot_packed(ty, [row], [x]) }[0][0],
+        rows4: |ty, rows, x, ahead| unsafe { dot_packed(ty, rows, [x], ahead) }.map(|[v]| v),
+        inputs4: |ty, row, xs| unsafe { dot_packed(ty, [row], xs, &[]) }[0],
+        one: |ty, row, x| unsafe { dot_packed(ty, [row], [x], &[]) }[0][0],
     };
     packed_rows(out, ty, b, input, bias, s, rows, kernels)
 }
@@ -342,7 +346,8 @@ unsafe fn packed_rows<'a>(
         for t in 0..n_tok {
             let mut o = rows.start;
             while o + 4 <= rows.end {
-                let d = (k.rows4)(ty, [row(o), row(o + 1), row(o + 2), row(o + 3)], input(t));
+                let ahead = b.get((o + 4) * row_bytes..).unwrap_or_default();
+                let d = (k.rows4)(ty, [row(o), row(o + 1), row(o + 2), row(o + 3)], input(t), ahead);
                 for (r, v) in d.into_iter().enumerate() {
                     store(t, o + r, v);
                 }

@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::packed::{Input, PackedType, BLOCK};
+use super::packed::{fetch_ahead, Input, PackedType, BLOCK};
 use super::{fold_lanes, LANES};
 
 /// [`super::dot_block`]: `W` weight rows against `R` input rows.
@@ -59,13 +59,14 @@ pub unsafe fn dot_packed<const NR: usize, const NT: usize>(
     ty: PackedType,
     rows: [&[u8]; NR],
     xs: [Input; NT],
+    ahead: &[u8],
 ) -> [[f32; NT]; NR] {
     // The per-format code is plain functions, inlined into each instantiation (see below).
     match ty {
-        PackedType::Q4_0 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q4_0),
-        PackedType::Q4_1 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q4_1),
-        PackedType::Q8_0 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q8_0),
-        PackedType::Q5_1 => dot_blocks::<NR, NT>(ty, rows, xs, lanes_q5_1),
+        PackedType::Q4_0 => dot_blocks::<NR, NT>(ty, rows, xs, ahead, lanes_q4_0),
+        PackedType::Q4_1 => dot_blocks::<NR, NT>(ty, rows, xs, ahead, lanes_q4_1),
+        PackedType::Q8_0 => dot_blocks::<NR, NT>(ty, rows, xs, ahead, lanes_q8_0),
+        PackedType::Q5_1 => dot_blocks::<NR, NT>(ty, rows, xs, ahead, lanes_q5_1),
     }
 }
 
@@ -77,6 +78,7 @@ unsafe fn dot_blocks<const NR: usize, const NT: usize>(
     ty: PackedType,
     rows: [&[u8]; NR],
     xs: [Input; NT],
+    ahead: &[u8],
     lanes: unsafe fn(*const u8) -> (__m256, __m256, Lanes),
 ) -> [[f32; NT]; NR] {
     let n = xs.first().map_or(0, |x| x.x.len());
@@ -91,6 +93,7 @@ unsafe fn dot_blocks<const NR: usize, const NT: usize>(
     let mut acc = [[_mm256_setzero_ps(); NT]; NR];
     for b in 0..n / BLOCK {
         for r in 0..NR {
+            fetch_ahead(ahead, r * rows[r].len() + b * ty.block_bytes());
             // SAFETY: block b is inside the row (length checked above).
             let (d, m, v) = lanes(rows[r].as_ptr().add(b * ty.block_bytes()));
             for t in 0..NT {
@@ -244,13 +247,13 @@ mod tests {
                     ([rows[0], rows[1], rows[2], rows[3]], [input(0), input(1), input(2), input(3)]);
                 let bits = |a: Vec<f32>| a.into_iter().map(f32::to_bits).collect::<Vec<_>>();
                 // SAFETY: AVX2 checked above; rows hold whole blocks for n weights.
-                let fast = unsafe { super::dot_packed(ty, four_rows, [input(1)]) };
+                let fast = unsafe { super::dot_packed(ty, four_rows, [input(1)], &bytes) };
                 assert_eq!(
                     bits(fast.concat()),
                     bits(packed::dot(ty, four_rows, [input(1)]).concat()),
                     "{ty:?} n = {n}, 4 rows"
                 );
-                let fast = unsafe { super::dot_packed(ty, [rows[2]], four_inputs) };
+                let fast = unsafe { super::dot_packed(ty, [rows[2]], four_inputs, &[]) };
                 assert_eq!(
                     bits(fast.concat()),
                     bits(packed::dot(ty, [rows[2]], four_inputs).concat()),

@@ -9,6 +9,7 @@
 //
 // A run: a cleared sequence, `evaluate(promptIds)` greedy; the first yielded token ends the
 // prefill (the prompt batch plus one sample), the next N tokens are N decode steps.
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
@@ -26,7 +27,11 @@ if (command === 'tokenize') {
   const threads = Number(arg);
   const context = await model.createContext({ contextSize: 512, batchSize: 512, threads, flashAttention: false });
   const sequence = context.getSequence();
-  emit({ info: { threads: context.currentThreads, cpuMathCores: llama.cpuMathCores, buildType: llama.buildType, gpu: llama.gpu } });
+  // The prebuilt package carries one libggml-cpu per CPU generation and loads the best this CPU
+  // runs; which one is in this process's memory map.
+  const maps = readFileSync('/proc/self/maps', 'utf8');
+  const cpuVariant = [...new Set(maps.match(/libggml-cpu-[\w-]+\.so/g) ?? [])].join(', ') || 'unknown';
+  emit({ info: { threads: context.currentThreads, cpuMathCores: llama.cpuMathCores, buildType: llama.buildType, gpu: llama.gpu, cpuVariant, flashAttention: false } });
   let tokens;
   for await (const line of createInterface({ input: process.stdin })) {
     if (!line.trim()) continue;

@@ -3,14 +3,13 @@
 // machine load and the browser's CPU time around each.
 //   gptlens: the package's direct API in a module Worker (gptlens-worker.mjs).
 //   wllama:  @wllama/wllama (llama.cpp → wasm), the GGUF as a Blob, n_threads explicit, CPU only.
-const MODEL_URL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 const WLLAMA = '/peers/@wllama/wllama/esm';
 
 let engine;
 
-async function modelBytes() {
-  const response = await fetch(MODEL_URL);
-  if (!response.ok) throw new Error(`${MODEL_URL}: HTTP ${response.status}`);
+async function modelBytes(url) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
   return new Uint8Array(await response.arrayBuffer());
 }
 
@@ -35,8 +34,8 @@ function connect(worker) {
     });
 }
 
-export async function setupGptlens({ threads, prompt }) {
-  const bytes = await modelBytes();
+export async function setupGptlens({ threads, prompt, model }) {
+  const bytes = await modelBytes(model);
   const worker = new Worker('/tests/bench/peers/gptlens-worker.mjs', { type: 'module' });
   const call = connect(worker);
   const setup = await call('setup', { threads, bytes, prompt }, [bytes.buffer]);
@@ -44,13 +43,14 @@ export async function setupGptlens({ threads, prompt }) {
   return { crossOriginIsolated, ...setup };
 }
 
-export async function setupWllama({ threads, prompt }) {
+export async function setupWllama({ threads, prompt, model }) {
   const { Wllama } = await import(`${WLLAMA}/index.js`);
-  const bytes = await modelBytes();
+  const bytes = await modelBytes(model);
   // The worker that loads the .wasm runs from a blob: URL, so give it an absolute address.
   const wllama = new Wllama({ default: new URL(`${WLLAMA}/wasm/wllama.wasm`, location.href).href }, { suppressNativeLog: true });
   const started = performance.now();
-  await wllama.loadModel([new Blob([bytes])], { n_threads: threads, n_gpu_layers: 0, n_ctx: 512, n_batch: 512 });
+  // Flash attention off, as for native llama.cpp in llama-native.mjs and llama-bench.
+  await wllama.loadModel([new Blob([bytes])], { n_threads: threads, n_gpu_layers: 0, n_ctx: 512, n_batch: 512, flash_attn: false });
   const loadMs = performance.now() - started;
   engine = {
     // wllama takes the prompt as text (token ids fail in 3.8.1) and tokenizes it with llama.cpp;
@@ -87,6 +87,7 @@ export async function setupWllama({ threads, prompt }) {
     crossOriginIsolated,
     loadMs,
     threads: wllama.getNumThreads(),
+    flashAttention: false,
     multithread: wllama.isMultithread(),
     libllama: Wllama.getLibllamaVersion?.(),
     context: wllama.getLoadedContextInfo?.(),

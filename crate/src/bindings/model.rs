@@ -1,5 +1,6 @@
 //! `Model`: a loaded checkpoint, its tokenizer, where its sessions run, and one-shot runs.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use crate::error::Error;
 use crate::instruments::attribution::{Attribution, LogitLens};
 use crate::instruments::patching::{patch, PatchRequest};
 use crate::instruments::{repeated_random_tokens, HeadScores};
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{PieceMemo, Tokenizer};
 use crate::{Backend, Checkpoint, Hook};
 
 #[wasm_bindgen]
@@ -24,6 +25,9 @@ pub struct Model {
     checkpoint: Checkpoint,
     /// Where new sessions (and `run`s) run: the CPU, or a copy of the weights on a GPU.
     backend: Backend,
+    /// The merges of the pieces `encode` met lately: a prompt being typed is encoded again on
+    /// every keystroke, and only the pieces an edit touched need merging.
+    pieces: RefCell<PieceMemo>,
 }
 
 /// What `info()` returns.
@@ -63,9 +67,9 @@ struct ModelInfo {
 }
 
 impl Model {
-    /// A model made in the engine (a trainer's), on the CPU.
+    /// A model on the CPU: loaded, streamed in, or made by a trainer.
     pub(super) fn from_checkpoint(checkpoint: Checkpoint) -> Model {
-        Model { checkpoint, backend: Backend::Cpu }
+        Model { checkpoint, backend: Backend::Cpu, pieces: RefCell::default() }
     }
 }
 
@@ -94,7 +98,7 @@ impl Model {
             owned.insert(name, bytes.to_vec());
         }
         let files = owned.iter().map(|(name, bytes)| (name.clone(), bytes.as_slice())).collect();
-        Ok(Model { checkpoint: Checkpoint::from_files(&files)?, backend: Backend::Cpu })
+        Ok(Model::from_checkpoint(Checkpoint::from_files(&files)?))
     }
 
     /// Hyperparameters, parameter count, whether text can be encoded, and every hook name.
@@ -142,9 +146,11 @@ impl Model {
         Ok(self.tokenizer()?.chatml(user_text)?)
     }
 
-    /// Token ids of `text`; an error when the checkpoint has no tokenizer.
+    /// Token ids of `text`; an error when the checkpoint has no tokenizer. Pieces of earlier
+    /// texts are not merged again ([`Tokenizer::encode_remembering`]; the same ids).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, JsError> {
-        Ok(self.tokenizer()?.encode(text)?)
+        let mut pieces = self.pieces.try_borrow_mut().map_err(|_| JsError::new("Model.encode called re-entrantly"))?;
+        Ok(self.tokenizer()?.encode_remembering(text, &mut pieces)?)
     }
 
     /// The text of `ids`, with U+FFFD where bytes do not form whole UTF-8 characters.
@@ -431,8 +437,7 @@ impl GgufLoader {
 
     /// The model, once all the file's bytes have come; it runs on the CPU.
     pub fn finish(&mut self) -> Result<Model, JsError> {
-        let checkpoint = self.stream.take().ok_or_else(finished)?.finish()?;
-        Ok(Model { checkpoint, backend: Backend::Cpu })
+        Ok(Model::from_checkpoint(self.stream.take().ok_or_else(finished)?.finish()?))
     }
 }
 

@@ -171,16 +171,46 @@ impl BpeTokenizer {
     }
 
     pub(super) fn encode(&self, text: &str) -> Vec<u32> {
+        let mut word = Word::default();
+        self.encode_pieces(text, &mut |piece, ids| self.encode_word(piece, &mut word, ids))
+    }
+
+    /// [`Self::encode`], taking each piece's merges from `memo` when an earlier call met the same
+    /// piece. Merging is most of what encoding costs and a piece's ids depend on its bytes
+    /// alone, so after an edit only the pieces the edit touched are merged again; the rest of
+    /// the pass (added tokens, splitting) runs over the whole text as before, so the ids are
+    /// those of a full encode by construction.
+    pub(super) fn encode_remembering(&self, text: &str, memo: &mut PieceMemo) -> Vec<u32> {
+        let mut word = Word::default();
+        let mut pieces = 0;
+        let ids = self.encode_pieces(text, &mut |piece, ids| {
+            pieces += 1;
+            if let Some(known) = memo.ids.get(piece) {
+                ids.extend_from_slice(known);
+                return;
+            }
+            let start = ids.len();
+            self.encode_word(piece, &mut word, ids);
+            memo.ids.insert(piece.into(), ids[start..].into());
+        });
+        // Bounded by what the texts hold now: pieces of text long deleted are let go.
+        if memo.ids.len() > 4 * pieces + PieceMemo::SLACK {
+            memo.ids.clear();
+        }
+        ids
+    }
+
+    /// The ids of `text` with each pre-tokenized piece's ids from `encode_piece`.
+    fn encode_pieces(&self, text: &str, encode_piece: &mut dyn FnMut(&str, &mut Vec<u32>)) -> Vec<u32> {
         let mut ids = Vec::with_capacity(text.len() / 2 + 2);
         ids.extend(self.prepend);
-        let mut word = Word::default();
         for segment in self.added.split(text) {
             match segment {
                 Segment::Added(id) => ids.push(id),
                 Segment::Text(text) if self.split_digits => {
-                    DigitPieces::new(text).for_each(|piece| self.encode_text(piece, &mut word, &mut ids))
+                    DigitPieces::new(text).for_each(|piece| self.encode_text(piece, encode_piece, &mut ids))
                 }
-                Segment::Text(text) => self.encode_text(text, &mut word, &mut ids),
+                Segment::Text(text) => self.encode_text(text, encode_piece, &mut ids),
             }
         }
         ids.extend(self.append);
@@ -190,7 +220,7 @@ impl BpeTokenizer {
     /// Encodes text that contains no added token (and, when digits are split, no digit or only
     /// one), as HF's ByteLevel pre-tokenizer does with each piece it is given: prefix a space if
     /// asked to, split with GPT-2's pattern, merge each word.
-    fn encode_text(&self, text: &str, word: &mut Word, ids: &mut Vec<u32>) {
+    fn encode_text(&self, text: &str, encode_piece: &mut dyn FnMut(&str, &mut Vec<u32>), ids: &mut Vec<u32>) {
         let prefixed;
         let text = if self.add_prefix_space && !text.starts_with(' ') {
             prefixed = format!(" {text}");
@@ -199,8 +229,8 @@ impl BpeTokenizer {
             text
         };
         match &self.splitter {
-            Some(splitter) => splitter.split(text).for_each(|piece| self.encode_word(piece, word, ids)),
-            None => self.encode_word(text, word, ids),
+            Some(splitter) => splitter.split(text).for_each(|piece| encode_piece(piece, ids)),
+            None => encode_piece(text, ids),
         }
     }
 
@@ -230,6 +260,18 @@ impl BpeTokenizer {
         }
         self.merges.apply(word, ids);
     }
+}
+
+/// The merged ids of the pieces a tokenizer met lately, for [`BpeTokenizer::encode_remembering`]:
+/// typing into a prompt re-encodes a text that differs from the last one by a piece or two.
+#[derive(Clone, Debug, Default)]
+pub struct PieceMemo {
+    ids: HashMap<Box<str>, Box<[u32]>>,
+}
+
+impl PieceMemo {
+    /// Pieces kept beyond four per piece of the latest text before the memo starts over.
+    const SLACK: usize = 1024;
 }
 
 impl fmt::Debug for BpeTokenizer {

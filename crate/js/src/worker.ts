@@ -57,28 +57,6 @@ function infoOf(current: Model): ModelInfo {
   return info;
 }
 
-/** Each model's token labels made so far, by id: at most one per vocabulary entry. */
-const labelCaches = new WeakMap<Model, Map<number, string>>();
-
-/**
- * The labels of `ids`, asking the model only for ids it has not labelled yet: a prompt being
- * typed is labelled again on every keystroke, and on a 6,000-token prompt making every label took
- * ~2.5 ms, four times its encoding.
- */
-function labelsOf(current: Model, ids: ArrayLike<number>): string[] {
-  let cache = labelCaches.get(current);
-  if (!cache) {
-    cache = new Map();
-    labelCaches.set(current, cache);
-  }
-  const missing = [...new Set(Array.from(ids).filter((id) => !cache.has(id)))];
-  if (missing.length) {
-    const made = current.tokenStrings(missing);
-    missing.forEach((id, i) => cache.set(id, made[i]));
-  }
-  return Array.from(ids, (id) => cache.get(id) ?? '');
-}
-
 /**
  * `sessionRunPrompt`: encodes `input` with the Worker's model (a string; token ids run as they
  * are), runs it through the session, and answers the query from the same trace, so a live view
@@ -96,7 +74,7 @@ async function runPrompt(session: Session, input: string | Uint32Array, query: P
   };
   const tokens = typeof input === 'string' ? current.encode(input) : input;
   if (tokens.length > info.contextLength) throw new RangeError(`The prompt is ${tokens.length} tokens; this model reads at most ${info.contextLength}.`);
-  const labels = info.hasTokenizer ? labelsOf(current, tokens) : undefined;
+  const labels = info.hasTokenizer ? current.tokenStrings(tokens) : undefined;
   const tokenize = lap();
   const pooled = query.pooledPast !== undefined && tokens.length > query.pooledPast;
   const capture = pooled ? query.capture?.map((hook) => (/^blocks\.\d+\.attn\.hook_pattern$/.test(hook) ? (`${hook}.pooled` as HookName) : hook)) : query.capture;
@@ -114,7 +92,7 @@ async function runPrompt(session: Session, input: string | Uint32Array, query: P
     // Each topK ranks the whole vocabulary: once is enough when the settings filter nothing.
     const unfiltered = sampling === undefined || (sampling.temperature === 1 && sampling.topK === undefined && sampling.topP === undefined);
     const top = unfiltered && survivors >= k ? kept.slice(0, k) : trace.topK(k);
-    const strings = info.hasTokenizer ? labelsOf(current, top.map(({ id }) => id)) : undefined;
+    const strings = info.hasTokenizer ? current.tokenStrings(top.map(({ id }) => id)) : undefined;
     next = { top: top.map((candidate, i) => ({ ...candidate, label: strings?.[i] })), kept };
   }
   return { trace: shared, labels, next, opened, timings: { tokenize, forward, next: lap() } };

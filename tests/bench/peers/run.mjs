@@ -373,6 +373,7 @@ function record(kind, runtime, threads, runs, extra = {}) {
     ...extra,
     perRun: runs,
   };
+  // Under 80 % of its threads' CPU time: other processes took the rest.
   row.starved = row.cpuPerWall < 0.8 * threads;
   results.push(row);
   say(
@@ -628,11 +629,6 @@ function browserCpuSeconds() {
 
 // ---- the tables --------------------------------------------------------------------------------
 
-/** The run got under 80 % of its threads' CPU time (other processes took the rest). */
-function starved(r) {
-  return r.starved;
-}
-
 function fmt(value, digits = 1) {
   return Number.isFinite(value) ? value.toFixed(digits) : 'n/a';
 }
@@ -646,9 +642,9 @@ function printTable(type) {
   console.log(`\nSmolLM2-135M-Instruct ${type} GGUF, ${promptTokens?.length ?? '?'}-token prompt, ${DECODE} greedy decode steps; tok/s as median (min–max) of the timed runs after a warm-up, gptlens and peer alternating`);
   console.log('load: 1-min load average before each run (median); CPU/wall: CPU time of the process(es) doing the work / wall time');
   const header = ['runtime', 'threads', 'prefill tok/s', 'decode tok/s', 'runs', 'load', 'CPU/wall'];
-  const rows = rowsOfType.map((r) => [r.runtime, String(r.threads), range(r.prefill), range(r.decode), String(r.runs), fmt(r.load.median, 2), `${fmt(r.cpuPerWall, 2)}${starved(r) ? ' *' : ''}`]);
+  const rows = rowsOfType.map((r) => [r.runtime, String(r.threads), range(r.prefill), range(r.decode), String(r.runs), fmt(r.load.median, 2), `${fmt(r.cpuPerWall, 2)}${r.starved ? ' *' : ''}`]);
   table(header, rows);
-  if (rowsOfType.some(starved)) {
+  if (rowsOfType.some((r) => r.starved)) {
     console.log("* got under 80 % of its threads' CPU time: the machine was busy, so this understates the engine (for the CLI the ratio also includes the model load); not used for claims");
   }
   const agree = agreement(rowsOfType);
@@ -660,7 +656,7 @@ function printSummary() {
   const find = (type, kind, engine, threads) => results.find((r) => r.type === type && r.kind === kind && r.runtime.startsWith(engine) && r.threads === threads);
   const ratio = (a, b, metric, target) => {
     const x = a[metric].median / b[metric].median;
-    const busy = starved(a) || starved(b);
+    const busy = a.starved || b.starved;
     const span = `${fmt(a[metric].min / b[metric].max, 2)}–${fmt(a[metric].max / b[metric].min, 2)}`;
     return { x, busy, text: `${fmt(x, 2)}× (${span}) ${busy ? 'starved, no claim' : x >= target ? 'meets' : 'below'}` };
   };
@@ -679,13 +675,13 @@ function printSummary() {
       if (kind !== 'native') continue;
       // llama.cpp at its best thread count (among its rows not starved, per metric; node-llama-cpp
       // and llama-bench each) against gptlens at its own best.
-      const ours = pairs.map(([, a]) => a).filter((a) => a && !starved(a));
+      const ours = pairs.map(([, a]) => a).filter((a) => a && !a.starved);
       const peersOf = [
         ['llama.cpp (node-llama-cpp)', pairs.map(([, , b]) => b)],
         ['llama-bench', results.filter((r) => r.type === type && r.kind === 'llama-bench')],
       ];
       for (const [name, list] of peersOf) {
-        const theirs = list.filter((b) => b && !starved(b));
+        const theirs = list.filter((b) => b && !b.starved);
         if (!theirs.length || !ours.length) continue;
         for (const metric of ['prefill', 'decode']) {
           const best = (candidates) => candidates.reduce((x, y) => (y[metric].median > x[metric].median ? y : x));

@@ -4,6 +4,20 @@
 type Attributes = Record<string, string | number | boolean | undefined | ((event: never) => void)>;
 type Child = Node | string | null | undefined | false;
 
+/**
+ * Makes `select`'s options `[value, text]…`, changing only the ones that differ: a list of the
+ * prompt's tokens rebuilt on every keystroke was ~60 elements made and dropped per redraw.
+ */
+export function setOptions(select: HTMLSelectElement, options: readonly (readonly [string, string])[]): void {
+  const existing = select.options;
+  options.forEach(([value, text], i) => {
+    const option = existing[i] ?? select.appendChild(document.createElement('option'));
+    if (option.value !== value) option.value = value;
+    if (option.text !== text) option.text = text;
+  });
+  while (existing.length > options.length) existing[existing.length - 1]!.remove();
+}
+
 /** `h('button', { class: 'x', onclick }, 'Label')`: attributes, `on*` listeners, then children. */
 export function h<K extends keyof HTMLElementTagNameMap>(
   tag: K,

@@ -11,11 +11,16 @@ export class Loader {
   /** Only the newest load may replace the model: a slow earlier one that finishes later is dropped. */
   private latest = 0;
 
-  /** `loaded` puts the new model into the state; the previous model's Worker stops after it. */
+  /**
+   * `loaded` puts the new model into the state; the previous model's Worker stops after it. A load
+   * may start before the views are built (the Worker parses the weights meanwhile): no model is
+   * put into the state before `viewsReady`.
+   */
   constructor(
     private readonly store: Store,
     private readonly loaded: (model: LoadedModel, keepView?: boolean) => void,
     private readonly threads: number | undefined,
+    private readonly viewsReady: Promise<void>,
   ) {}
 
   /**
@@ -83,6 +88,7 @@ export class Loader {
         engine = await Engine.load(files, { threads: this.threads, backend });
       }
       const engineBytes = await engine.engineMemory();
+      await this.viewsReady;
       if (ticket !== this.latest) {
         engine.dispose();
         return;

@@ -87,32 +87,40 @@ let restore: { head: HeadRef | undefined; query: number | undefined; finderKey: 
 };
 // Whether the next model is the page's first and the address gave no prompt.
 let opening = address.prompt === undefined;
+/** Resolved once every view is built (see below): the first model waits for it. */
+let viewsBuilt = () => {};
+const viewsReady = new Promise<void>((resolve) => (viewsBuilt = resolve));
 // One state change: views never see the new model with the old model's analysis.
-const loader = new Loader(store, (model, keepView = false) => {
-  const { nLayer, nHead } = model.engine.info;
-  // The same model trained further keeps the open head and picked tokens.
-  if (keepView) restore = { head: store.state.head, query: store.state.query, finderKey: store.state.finderKey };
-  const wanted = restore?.head;
-  const head = wanted && wanted.layer < nLayer && wanted.head < nHead ? wanted : { layer: 0, head: 0 };
-  const { query, finderKey } = restore ?? {};
-  // A target token id means nothing in another vocabulary: only the first model keeps the address's.
-  const lensTarget = restore ? store.state.lensTarget : undefined;
-  restore = undefined;
-  // Ablated heads and MLPs this model does not have are dropped.
-  const ablated = store.state.ablated.filter((name) => {
-    const [layer, unit] = name.split('.');
-    return Number(layer) < nLayer && (unit === 'mlp' || Number(unit) < nHead);
-  });
-  // An encoder opens on a sentence to compare rather than the decoders' default prompt; the page's
-  // first model, when byte-level (gptlens's own, trained on Shakespeare) and the address names no
-  // prompt, on a scene to continue.
-  const byDefault = store.state.prompt === DEFAULT_PROMPT;
-  const scene = byDefault && opening && model.engine.info.vocabSize === 256;
-  opening = false;
-  const prompt = byDefault && model.engine.encoder ? ENCODER_PROMPT : scene ? BYTE_MODEL_PROMPT : store.state.prompt;
-  store.set({ model, prompt, loading: undefined, analysis: undefined, next: undefined, similarity: undefined, headScores: undefined, finderKey, ablated, head, query, lensTarget, redraw: NO_REDRAWS, engineNow: undefined });
-  live.modelChanged();
-}, threadsParameter());
+const loader = new Loader(
+  store,
+  (model, keepView = false) => {
+    const { nLayer, nHead } = model.engine.info;
+    // The same model trained further keeps the open head and picked tokens.
+    if (keepView) restore = { head: store.state.head, query: store.state.query, finderKey: store.state.finderKey };
+    const wanted = restore?.head;
+    const head = wanted && wanted.layer < nLayer && wanted.head < nHead ? wanted : { layer: 0, head: 0 };
+    const { query, finderKey } = restore ?? {};
+    // A target token id means nothing in another vocabulary: only the first model keeps the address's.
+    const lensTarget = restore ? store.state.lensTarget : undefined;
+    restore = undefined;
+    // Ablated heads and MLPs this model does not have are dropped.
+    const ablated = store.state.ablated.filter((name) => {
+      const [layer, unit] = name.split('.');
+      return Number(layer) < nLayer && (unit === 'mlp' || Number(unit) < nHead);
+    });
+    // An encoder opens on a sentence to compare rather than the decoders' default prompt; the page's
+    // first model, when byte-level (gptlens's own, trained on Shakespeare) and the address names no
+    // prompt, on a scene to continue.
+    const byDefault = store.state.prompt === DEFAULT_PROMPT;
+    const scene = byDefault && opening && model.engine.info.vocabSize === 256;
+    opening = false;
+    const prompt = byDefault && model.engine.encoder ? ENCODER_PROMPT : scene ? BYTE_MODEL_PROMPT : store.state.prompt;
+    store.set({ model, prompt, loading: undefined, analysis: undefined, next: undefined, similarity: undefined, headScores: undefined, finderKey, ablated, head, query, lensTarget, redraw: NO_REDRAWS, engineNow: undefined });
+    live.modelChanged();
+  },
+  threadsParameter(),
+  viewsReady,
+);
 live.onCrash = (trap) => void loader.restart(trap);
 
 const themeToggle = panel('theme-toggle');
@@ -138,25 +146,8 @@ store.subscribe((state, changed) => {
 const catalog = await fetchCatalog();
 mountModelPicker(panel('model-picker'), panel('status'), store, catalog, loader);
 mountBackendPicker(panel('model-picker'), store, loader);
-mountPrompt(panel('prompt-panel'), store, live);
-mountNextToken(panel('next-panel'), store, live);
-mountSimilarity(panel('similarity-panel'), store, live);
-// An encoder predicts no next token: the similarity panel takes the next-token panel's place.
-store.subscribe((state, changed) => {
-  if (!changed.has('model')) return;
-  const encoder = state.model?.engine.encoder ?? false;
-  panel('next-panel').hidden = encoder;
-  panel('similarity-panel').hidden = !encoder;
-});
-mountAttentionGrid(panel('grid-panel'), store, live);
-mountAttentionDetail(panel('detail-panel'), store, live);
-mountLayerNorm(panel('layernorm-panel'), store);
-mountInstruments(panel('instruments-panel'), store, live);
-mountTrain(panel('train-panel'), store, loader, threadsParameter());
-mountDiagnostics(panel('diagnostics-panel'), store);
-mountAnnouncer(document.body, store);
-followInAddress(store);
 
+// The model starts loading now, the Worker parsing its weights while the other views are built.
 const requested = address.model;
 if (requested !== undefined && !catalog.models.some((model) => model.id === requested)) store.set({ missingModel: requested });
 const unavailable = catalog.models.find((model) => model.id === requested && model.unavailable !== undefined);
@@ -167,3 +158,31 @@ if (initial) {
 } else {
   store.set({ loadError: 'The server lists no models: open a .gguf, or config.json + .safetensors, or load one from a URL.' });
 }
+
+/**
+ * Lets the browser run what waits (input, a frame) before the next views are built: built in one
+ * go, they made a single main-thread task of 60–90 ms while the page opened.
+ */
+const yieldToBrowser = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
+mountPrompt(panel('prompt-panel'), store, live);
+mountNextToken(panel('next-panel'), store, live);
+mountSimilarity(panel('similarity-panel'), store, live);
+// An encoder predicts no next token: the similarity panel takes the next-token panel's place.
+store.subscribe((state, changed) => {
+  if (!changed.has('model')) return;
+  const encoder = state.model?.engine.encoder ?? false;
+  panel('next-panel').hidden = encoder;
+  panel('similarity-panel').hidden = !encoder;
+});
+await yieldToBrowser();
+mountAttentionGrid(panel('grid-panel'), store, live);
+await yieldToBrowser();
+mountAttentionDetail(panel('detail-panel'), store, live);
+mountLayerNorm(panel('layernorm-panel'), store);
+await yieldToBrowser();
+mountInstruments(panel('instruments-panel'), store, live);
+mountTrain(panel('train-panel'), store, loader, threadsParameter());
+mountDiagnostics(panel('diagnostics-panel'), store);
+mountAnnouncer(document.body, store);
+followInAddress(store);
+viewsBuilt();

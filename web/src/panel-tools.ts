@@ -109,5 +109,10 @@ export function rovingFocus(container: HTMLElement, selector: string, columns: (
 /** Makes `active` (or the first item) the one tabbable item of a roving group. */
 export function setRovingStop(items: HTMLElement[], active: HTMLElement | undefined): void {
   const stop = active ?? items[0];
-  for (const item of items) item.tabIndex = item === stop ? 0 : -1;
+  // Set only what changes: an attribute written on every keystroke for every chip and head is
+  // style and mutation work for nothing.
+  for (const item of items) {
+    const index = item === stop ? 0 : -1;
+    if (item.tabIndex !== index) item.tabIndex = index;
+  }
 }

@@ -25,6 +25,8 @@ const GRID_HELP_CAUSAL =
 const GRID_HELP_ENCODER =
   'One small map per attention head: rows are layers (L0 is the first), columns are heads. In each map a row is a query token and a column a key token it reads. This model is an encoder: every token reads every other, those after it too, so each map is a full square.';
 
+/** How long typing must pause before every head's accessible name is brought up to date. */
+const DESCRIBE_QUIET_MS = 300;
 /** Largest thumbnail side in canvas pixels; longer prompts (and cells smaller than it) are max-pooled down to it. */
 const THUMBNAIL = 96;
 
@@ -73,6 +75,8 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
 
   let cells: HeadCell[] = [];
   const cellOf = new Map<Element, HeadCell>();
+  /** The pending naming of every head (see describeSoon). */
+  let describing: ReturnType<typeof setTimeout> | undefined;
   let shape = '';
   /** Every head's map, each drawn under its button (the canvas spans the whole grid). */
   const canvas = h('canvas', { class: 'grid-canvas', width: 1, height: 1, 'aria-hidden': 'true' });
@@ -100,7 +104,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     const full = analysis.bidirectional;
     if (factor === 1) paintAttention(thumbnail, pattern, t, cell.head, colors, attentionScale, full);
     else paintPooled(thumbnail, pattern, t, cell.head, factor, colors, attentionScale, full);
-    cell.button.dataset.pixels = String(size);
+    if (cell.button.dataset.pixels !== String(size)) cell.button.dataset.pixels = String(size);
     return thumbnail;
   };
 
@@ -185,7 +189,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     cellOf.clear();
     const rows = Array.from({ length: nLayer }, (_, layer) => {
       const row = Array.from({ length: nHead }, (_, head) => {
-        const badge = h('span', { class: 'badge', 'aria-hidden': 'true' });
+        const badge = h('span', { class: 'badge', 'aria-hidden': 'true', hidden: true });
         const button = h(
           'button',
           {
@@ -239,7 +243,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       legendNote.textContent = scaleNote(state.attentionScale);
       scaleToggle.value = state.attentionScale;
     }
-    if (touched(changed, 'analysis', 'query', 'model', 'headScores', 'ablated')) describeCells(state);
+    if (touched(changed, 'analysis', 'query', 'model', 'headScores', 'ablated')) describeSoon();
     if (touched(changed, 'headScores', 'highlight', 'model', 'finderKey', 'analysis', 'query')) {
       const { headScores, highlight, analysis, finderKey, query } = state;
       // The head finder, while a key is picked, takes the badges and highlights.
@@ -249,8 +253,11 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       for (const cell of cells) {
         const strongest = headScores && strongestDetector(headScores, cell.layer, cell.head);
         const finder = rank.get(`${cell.layer}.${cell.head}`);
-        cell.badge.textContent = found ? (finder === undefined ? '' : formatPercent(finder)) : (strongest?.detector.short ?? '');
-        cell.badge.hidden = cell.badge.textContent === '';
+        const badge = found ? (finder === undefined ? '' : formatPercent(finder)) : (strongest?.detector.short ?? '');
+        if (cell.badge.textContent !== badge) {
+          cell.badge.textContent = badge;
+          cell.badge.hidden = badge === '';
+        }
         const lit = found ? finder !== undefined : headScores !== undefined && highlight !== undefined && (headScores[highlight][cell.layer]?.[cell.head] ?? 0) >= DETECTOR_THRESHOLD;
         cell.button.classList.toggle('lit', lit);
       }
@@ -281,38 +288,51 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     }
   });
 
-  /** Each head's accessible name says where the query (picked, else last) looks most. */
-  function describeCells({ analysis, query, headScores, ablated }: Readonly<State>): void {
-    for (const cell of cells) {
-      const strongest = headScores && strongestDetector(headScores, cell.layer, cell.head);
-      const kind = strongest ? ` (${strongest.detector.label.toLowerCase()} head, ${strongest.score.toFixed(2)})` : '';
-      const name = `Layer ${cell.layer} head ${cell.head}${kind}${ablated.includes(`${cell.layer}.${cell.head}`) ? ', ablated' : ''}`;
-      const source = analysis && thumbnails(analysis, cell.layer);
-      if (!analysis || !source) {
-        cell.button.setAttribute('aria-label', name);
-        continue;
-      }
-      if (analysis.pooled) {
-        // A long prompt: the pooled map's strongest block for the query's block of positions.
-        const { bin } = analysis.pooled;
-        const { pattern, t } = source;
-        const q = Math.floor((query ?? analysis.tokens.length - 1) / bin);
-        let top = 0;
-        for (let key = 1; key <= (analysis.bidirectional ? t - 1 : q); key++) if (pattern[(cell.head * t + q) * t + key]! > pattern[(cell.head * t + q) * t + top]!) top = key;
-        const span = (block: number) => `tokens ${block * bin}–${Math.min((block + 1) * bin, analysis.tokens.length) - 1}`;
-        cell.button.setAttribute('aria-label', `${name}: ${span(q)} attend most to ${span(top)} (up to ${formatPercent(pattern[(cell.head * t + q) * t + top]!)})`);
-        continue;
-      }
-      const pattern = source.pattern;
-      const t = analysis.tokens.length;
-      const q = query ?? t - 1;
-      // The strongest key in one pass (270 heads on every keystroke).
-      let top: { key: number; weight: number } | undefined;
-      const row = (cell.head * t + q) * t;
-      const end = analysis.bidirectional ? t - 1 : q;
-      for (let key = 0; key <= end; key++) if (!top || pattern[row + key]! > top.weight) top = { key, weight: pattern[row + key]! };
-      cell.button.setAttribute('aria-label', top ? `${name}: “${tokenText(analysis.labels[q]!)}” attends most to “${tokenText(analysis.labels[top.key]!)}” (${formatPercent(top.weight)})` : name);
+  /**
+   * Each head's accessible name says where the query (picked, else last) looks most. Naming all
+   * 270 of SmolLM2's heads on every keystroke was 540 attribute writes a redraw: the focused head
+   * (the one a screen reader reads) is named at once and on focus, the rest once typing pauses.
+   */
+  function describeSoon(): void {
+    const focused = cellOf.get(document.activeElement!);
+    if (focused) describeCell(focused, store.state);
+    clearTimeout(describing);
+    describing = setTimeout(() => {
+      for (const cell of cells) describeCell(cell, store.state);
+    }, DESCRIBE_QUIET_MS);
+  }
+  grid.addEventListener('focusin', (event) => {
+    const cell = cellOf.get(event.target as Element);
+    if (cell) describeCell(cell, store.state);
+  });
+
+  function describeCell(cell: HeadCell, { analysis, query, headScores, ablated }: Readonly<State>): void {
+    const label = (text: string) => {
+      if (cell.button.getAttribute('aria-label') !== text) cell.button.setAttribute('aria-label', text);
+    };
+    const strongest = headScores && strongestDetector(headScores, cell.layer, cell.head);
+    const kind = strongest ? ` (${strongest.detector.label.toLowerCase()} head, ${strongest.score.toFixed(2)})` : '';
+    const name = `Layer ${cell.layer} head ${cell.head}${kind}${ablated.includes(`${cell.layer}.${cell.head}`) ? ', ablated' : ''}`;
+    const source = analysis && thumbnails(analysis, cell.layer);
+    if (!analysis || !source) return label(name);
+    if (analysis.pooled) {
+      // A long prompt: the pooled map's strongest block for the query's block of positions.
+      const { bin } = analysis.pooled;
+      const { pattern, t } = source;
+      const q = Math.floor((query ?? analysis.tokens.length - 1) / bin);
+      let top = 0;
+      for (let key = 1; key <= (analysis.bidirectional ? t - 1 : q); key++) if (pattern[(cell.head * t + q) * t + key]! > pattern[(cell.head * t + q) * t + top]!) top = key;
+      const span = (block: number) => `tokens ${block * bin}–${Math.min((block + 1) * bin, analysis.tokens.length) - 1}`;
+      return label(`${name}: ${span(q)} attend most to ${span(top)} (up to ${formatPercent(pattern[(cell.head * t + q) * t + top]!)})`);
     }
+    const pattern = source.pattern;
+    const t = analysis.tokens.length;
+    const q = query ?? t - 1;
+    let top: { key: number; weight: number } | undefined;
+    const row = (cell.head * t + q) * t;
+    const end = analysis.bidirectional ? t - 1 : q;
+    for (let key = 0; key <= end; key++) if (!top || pattern[row + key]! > top.weight) top = { key, weight: pattern[row + key]! };
+    label(top ? `${name}: “${tokenText(analysis.labels[q]!)}” attends most to “${tokenText(analysis.labels[top.key]!)}” (${formatPercent(top.weight)})` : name);
   }
 
   /** The whole grid, labels included, as one PNG (every head painted, on screen or not). */

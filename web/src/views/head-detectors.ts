@@ -4,7 +4,7 @@
 // by the weight the picked query gives one key. The grid draws the badges and highlights.
 import type { HeadScores } from 'gptlens';
 import { lastKey, weight, type Analysis } from '../analysis.ts';
-import { formatPercent, h, tokenText } from '../dom.ts';
+import { formatPercent, h, setOptions, tokenText } from '../dom.ts';
 import { downloadCsv, exportButton } from '../panel-tools.ts';
 import type { Live } from '../live.ts';
 import { touched, type DetectorKind, type DetectorSource, type Store } from '../store.ts';
@@ -187,14 +187,14 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
     finderKey.disabled = analysis?.pooled !== undefined;
     if (analysis?.pooled) {
       // A long prompt's maps are pooled: no head's exact weight on one key is at hand.
-      finderKey.replaceChildren(h('option', { value: '' }, '(a prompt this long keeps pooled maps only: shorten it to rank heads)'));
+      setOptions(finderKey, [['', '(a prompt this long keeps pooled maps only: shorten it to rank heads)']]);
       ranking.replaceChildren();
       return;
     }
-    finderKey.replaceChildren(
-      h('option', { value: '' }, '(pick a key)'),
-      ...Array.from({ length: analysis ? lastKey(t, q, analysis.bidirectional) + 1 : 0 }, (_, k) => h('option', { value: String(k) }, `${k} “${tokenText(analysis!.labels[k]!)}”`)),
-    );
+    setOptions(finderKey, [
+      ['', '(pick a key)'],
+      ...Array.from({ length: analysis ? lastKey(t, q, analysis.bidirectional) + 1 : 0 }, (_, k) => [String(k), `${k} “${tokenText(analysis!.labels[k]!)}”`] as const),
+    ]);
     finderKey.value = key !== undefined && analysis && key <= lastKey(t, q, analysis.bidirectional) ? String(key) : '';
     const ranked = analysis && key !== undefined ? finderRanking(analysis, query, key).slice(0, FINDER_SHOWN) : [];
     ranking.replaceChildren(

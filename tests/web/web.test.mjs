@@ -820,6 +820,46 @@ test('keystroke → redraw on the fixture model', async () => {
   assert.ok(Number(result.median) < 250, `median ${result.median} ms`);
 });
 
+test('a keystroke rewrites only what changed: no attribute written again on every head, chip and option', async () => {
+  const page = await openPage({ prompt: 'The cat sat on the mat and' });
+  const heads = engine.info().nLayer * engine.info().nHead;
+  const box = page.getByTestId('prompt');
+  await box.click();
+  await box.press('End');
+  await viewsSettled(page);
+  // Every attribute written and every child added or removed while typing, by what it was done to.
+  await page.evaluate(() => {
+    window.writes = {};
+    const kind = (node) =>
+      node.matches?.('button.head') ? 'head' : node.matches?.('span.badge') ? 'badge' : node.matches?.('button.chip') ? 'chip' : node.matches?.('[data-testid=finder-key]') ? 'finder' : 'other';
+    new MutationObserver((records) => {
+      for (const record of records) {
+        const key = `${kind(record.target)} ${record.type === 'attributes' ? record.attributeName : record.type}`;
+        window.writes[key] = (window.writes[key] ?? 0) + (record.type === 'childList' ? record.addedNodes.length + record.removedNodes.length : 1);
+      }
+    }).observe(document.body, { subtree: true, childList: true, attributes: true });
+  });
+  const typed = ' on the';
+  await box.pressSequentially(typed, { delay: 60 });
+  const last = engine.encode(`The cat sat on the mat and${typed}`).length;
+  await page.waitForFunction((count) => document.querySelectorAll('[data-testid=tokens] .chip').length === count, last);
+  // Before: every head's name and badge, every chip's tab stop and every option of the head
+  // finder's key list were written again on each keystroke.
+  const writes = await page.evaluate(() => window.writes);
+  assert.equal(writes['badge hidden'] ?? 0, 0, 'no badge is shown or hidden again');
+  assert.ok((writes['chip tabindex'] ?? 0) <= 2 * typed.length, `tab stops set only on new chips (${writes['chip tabindex']} writes)`);
+  assert.ok((writes['finder childList'] ?? 0) <= 2 * typed.length, `the head finder's options change in place (${writes['finder childList']} added or removed)`);
+  // Each head's accessible name: the focused head's at once (none here: the prompt box has the
+  // focus), every head's once typing pauses.
+  assert.ok((writes['head aria-label'] ?? 0) <= 2 * heads, `${writes['head aria-label']} head names written for ${heads} heads`);
+  const lastChip = await page.locator('[data-testid=tokens] .chip-text').last().innerText();
+  await page.waitForFunction(
+    (text) => [...document.querySelectorAll('button.head')].every((head) => head.getAttribute('aria-label').includes(`“${text}” attends most to`)),
+    lastChip,
+  );
+  await page.close();
+});
+
 test('keystroke → redraw on SmolLM2-135M', async (t) => {
   if (!existsSync(`${repo}/assets/models/SmolLM2-135M-Instruct.Q4_1.gguf`)) {
     t.skip('assets/models has no SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-smollm.sh fetches it)');

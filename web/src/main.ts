@@ -143,6 +143,11 @@ store.subscribe((state, changed) => {
   if (changed.has('analysis')) exportTrace.disabled = state.analysis === undefined;
 });
 
+/**
+ * Lets the browser run what waits (input, a frame) before the next views are built: built in one
+ * go, they made a single main-thread task of 60–90 ms while the page opened.
+ */
+const yieldToBrowser = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 const catalog = await fetchCatalog();
 mountModelPicker(panel('model-picker'), panel('status'), store, catalog, loader);
 mountBackendPicker(panel('model-picker'), store, loader);
@@ -158,12 +163,8 @@ if (initial) {
 } else {
   store.set({ loadError: 'The server lists no models: open a .gguf, or config.json + .safetensors, or load one from a URL.' });
 }
+await yieldToBrowser();
 
-/**
- * Lets the browser run what waits (input, a frame) before the next views are built: built in one
- * go, they made a single main-thread task of 60–90 ms while the page opened.
- */
-const yieldToBrowser = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 mountPrompt(panel('prompt-panel'), store, live);
 mountNextToken(panel('next-panel'), store, live);
 mountSimilarity(panel('similarity-panel'), store, live);

@@ -322,6 +322,51 @@ function fakeWorker(info = { ...model.info() }) {
   };
 }
 
+test('the worker client streams a .gguf with one batch in the worker while it reads the next; a bad batch stops the load and cancels it', async () => {
+  const batch = 4 << 20;
+  const file = new Blob([new Uint8Array(2 * batch + 12345)]);
+  const streamed = async (failAt) => {
+    const worker = fakeWorker();
+    const answer = worker.postMessage.bind(worker);
+    const listeners = [];
+    const listen = worker.addEventListener.bind(worker);
+    worker.addEventListener = (type, listener) => (type === 'message' && listeners.push(listener), listen(type, listener));
+    let pieces = 0;
+    /** Requests posted while an earlier batch was still unanswered. */
+    let ahead = 0;
+    let unanswered = 0;
+    worker.postMessage = (message, transfer) => {
+      if (message.op !== 'loadGgufPiece') return answer(message, transfer);
+      worker.posted.push({ op: message.op, bytes: message.args[0].byteLength });
+      if (unanswered > 0) ahead++;
+      unanswered++;
+      const ok = ++pieces !== failAt;
+      setTimeout(() => {
+        unanswered--;
+        const data = ok ? { id: message.id, op: message.op, ok, result: undefined } : { id: message.id, op: message.op, ok, error: { name: 'Error', message: 'not a valid GGUF file: a bad batch' } };
+        listeners.forEach((listener) => listener({ data }));
+      }, 50);
+    };
+    const engine = await createWorkerClient({ worker });
+    const progress = [];
+    const loading = engine.loadGguf(file.stream(), file.size, { onProgress: (bytes) => progress.push(bytes) });
+    return { loading, worker, progress, ahead: () => ahead };
+  };
+
+  // Sizes, order and progress: the test below. Here: the overlap, and a failure in the middle of it.
+  const good = await streamed(0);
+  await good.loading;
+  assert.ok(good.ahead() > 0, 'a batch went to the worker before the previous one was answered');
+  assert.equal(good.progress.at(-1), file.size);
+
+  const bad = await streamed(1);
+  await assert.rejects(bad.loading, /a bad batch/);
+  const badOps = bad.worker.posted.map(({ op }) => op);
+  assert.ok(badOps.includes('loadGgufCancel'), 'the partial model is let go');
+  assert.ok(!badOps.includes('loadGgufEnd'));
+  assert.ok(badOps.filter((op) => op === 'loadGgufPiece').length <= 2, 'at most one batch beyond the bad one was sent');
+});
+
 test('the worker client checks the same arguments before posting anything to the worker', async () => {
   const worker = fakeWorker();
   const engine = await createWorkerClient({ worker });
@@ -445,7 +490,7 @@ test('a streamed .gguf that is not GGUF, ends early, runs over or has a bad size
   assert.equal(model.run([1, 2, 3], []).computed, 3);
 });
 
-test('the worker client sends a streamed .gguf in batches of at most 4 MiB, in order, one at a time', async () => {
+test('the worker client sends a streamed .gguf in batches of at most 4 MiB, in order', async () => {
   const worker = fakeWorker();
   const engine = await createWorkerClient({ worker });
   const big = new Uint8Array(9 * 2 ** 20 + 12345).map((_, i) => (i * 31) & 0xff);

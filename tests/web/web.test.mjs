@@ -1293,6 +1293,8 @@ test('a 512-token prompt: max-pooled thumbnails, a zoomable map with legible lab
 
   // The query row: the last token's weight on all 512 keys, labelled.
   await page.getByRole('tab', { name: 'Query row' }).click();
+  // Drawn with the next frame if the resize above left the panel's visibility not yet reported.
+  await page.getByTestId('query-row').locator('tbody tr').nth(511).waitFor();
   assert.equal(await page.getByTestId('query-row').locator('tbody tr').count(), 512);
   await page.getByTestId('attention-detail').screenshot({ path: `${shots}/long-512-query-row.png` });
   await page.close();

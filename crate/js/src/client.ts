@@ -231,8 +231,9 @@ export class GptlensWorker {
    * Loads a `.gguf` model from its bytes as they arrive (a fetch's `response.body`,
    * `file.stream()`, any async iterable of Uint8Arrays), replacing any previous model once the new
    * one is complete; `fileBytes` is the file's size. The pieces go to the worker in batches of
-   * about 4 MiB, each moved rather than copied, one batch at a time, and the worker puts each into
-   * the weights and lets it go: the model is held once, on neither side as a whole file.
+   * about 4 MiB, each moved rather than copied, one in the worker while the next is read, and the
+   * worker puts each into the weights and lets it go: the model is held once, on neither side as a
+   * whole file.
    * `onProgress` hears the bytes sent so far. Rejects as soon as the file is known to be bad,
    * keeping the previous model.
    */
@@ -245,15 +246,27 @@ export class GptlensWorker {
     let batch = new Uint8Array(BATCH_BYTES);
     let filled = 0;
     let sent = 0;
+    /** The batch the worker is putting into the weights while the next one is read here. */
+    let inWorker: Promise<void> | undefined;
     const send = async () => {
       const piece = batch.subarray(0, filled);
       // A whole buffer moves; a partly filled one is copied (only the last batch is).
       const moved = filled === batch.byteLength;
-      await this.connection.request('loadGgufPiece', [moved ? batch : piece.slice()], moved ? [batch.buffer] : []);
-      sent += filled;
-      onProgress?.(sent);
+      const bytes = filled;
+      const request = this.connection.request('loadGgufPiece', [moved ? batch : piece.slice()], moved ? [batch.buffer] : []).then(() => {
+        sent += bytes;
+        onProgress?.(sent);
+      });
+      // Its failure is thrown where it is awaited: below, or after the last batch.
+      request.catch(() => {});
       if (moved) batch = new Uint8Array(BATCH_BYTES);
       filled = 0;
+      // Reading and parsing overlap: one batch in the worker, the next filling here (one at a
+      // time, the 98 MB SmolLM2 file took 0.85–1.0 s to load in Chromium; reading it alone took
+      // 0.25–0.3 s and loading it whole 0.4 s).
+      const previous = inWorker;
+      inWorker = request;
+      await previous;
     };
     try {
       for await (const piece of iteratePieces(pieces)) {
@@ -266,6 +279,7 @@ export class GptlensWorker {
         }
       }
       if (filled > 0) await send();
+      await inWorker;
     } catch (error) {
       // A failed read (the network) leaves a partial model in the worker: let it go.
       await this.connection.call('loadGgufCancel').catch(() => {});

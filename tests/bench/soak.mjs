@@ -73,8 +73,18 @@ async function soak(browser, url, model) {
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   // Collected as they happen: long tasks, and every keystroke → redraw measure.
   await page.addInitScript(() => {
-    window.soak = { longTasks: [], redraws: [] };
-    new PerformanceObserver((list) => window.soak.longTasks.push(...list.getEntries().map((entry) => entry.duration))).observe({ type: 'longtask' });
+    window.soak = { longTasks: [], frames: [], redraws: [] };
+    new PerformanceObserver((list) => window.soak.longTasks.push(...list.getEntries().map(({ startTime, duration }) => ({ startTime, duration })))).observe({ type: 'longtask' });
+    new PerformanceObserver((list) => {
+      for (const { startTime, duration, scripts } of list.getEntries()) {
+        if (duration <= 50) continue;
+        const ran = scripts.map((script) => ({
+          what: `${script.invoker} ${script.sourceFunctionName || ''} ${(script.sourceURL || '').replace(/^.*\//, '')}`.trim(),
+          duration: script.duration,
+        }));
+        window.soak.frames.push({ startTime, duration, scripts: ran.sort((a, b) => b.duration - a.duration).slice(0, 3) });
+      }
+    }).observe({ type: 'long-animation-frame' });
     new PerformanceObserver((list) => {
       for (const entry of list.getEntries()) if (entry.name === 'gptlens:keystroke→redraw') window.soak.redraws.push(entry.duration);
     }).observe({ type: 'measure' });
@@ -87,16 +97,19 @@ async function soak(browser, url, model) {
   await box.press('Control+End');
   const samples = [];
   const sample = async (keys) => {
-    const { heap, longTasks, redraws } = await page.evaluate(() => ({
+    const { heap, longTasks, frames, redraws } = await page.evaluate(() => ({
       heap: performance.memory ? performance.memory.usedJSHeapSize / 2 ** 20 : undefined,
       longTasks: window.soak.longTasks.splice(0),
+      frames: window.soak.frames.splice(0),
       redraws: window.soak.redraws.splice(0),
     }));
     // The engine's own WebAssembly memory, as the page's diagnostics show it (read once a second).
     const engine = (await page.locator('[data-field=memory]').innerText().catch(() => '–')).split('\n')[0];
     const renderer = rendererMiB();
+    const from = await page.evaluate(() => performance.now());
     await collect();
-    samples.push({ keys, renderer, collected: rendererMiB(), engine, heap, longTasks, redraws, at: performance.now() });
+    const collection = { from, to: await page.evaluate(() => performance.now()) };
+    samples.push({ keys, renderer, collected: rendererMiB(), engine, heap, longTasks, frames, collection, redraws, at: performance.now() });
   };
   await sample(0);
   let started = performance.now();
@@ -121,25 +134,46 @@ async function soak(browser, url, model) {
   return { model, typingSeconds, samples };
 }
 
+/** Whether a task overlaps one of the bench's own garbage collections. */
+const duringCollection = (samples, { startTime, duration }) =>
+  samples.some(({ collection: { from, to } }) => startTime < to && startTime + duration > from);
+
+/** What ran in a long task: the scripts of the long animation frame that holds it. */
+function attribution(samples, { startTime, duration }) {
+  const frame = samples.flatMap(({ frames }) => frames).find((f) => f.startTime <= startTime + 1 && startTime + duration <= f.startTime + f.duration + 1);
+  if (!frame) return 'no long animation frame recorded around it';
+  const scripts = frame.scripts.map(({ what, duration }) => `${what} ${duration.toFixed(0)} ms`).join('; ');
+  return `in a frame of ${frame.duration.toFixed(0)} ms: ${scripts || 'no script (style, layout, paint or the browser)'}`;
+}
+
 function report({ model, typingSeconds, samples }) {
+  // Tasks the page made, and those that overlap the bench's own collections.
+  const pageTasks = (longTasks) => longTasks.filter((task) => !duringCollection(samples, task));
   const lines = [`### ${model}`, '', `${KEYS} keystrokes at ${RATE}/s: typed in ${typingSeconds.toFixed(0)} s (expected ${(KEYS / RATE).toFixed(0)} s).`, ''];
   lines.push('| keystrokes | renderer RSS MiB | after a full GC | engine wasm memory | page JS heap MiB | long tasks | longest ms | redraws | median ms | p95 ms |', '|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
   for (const { keys, renderer, collected, engine, heap, longTasks, redraws } of samples) {
     const sorted = [...redraws].sort((a, b) => a - b);
-    lines.push(`| ${keys} | ${renderer.toFixed(0)} | ${collected.toFixed(0)} | ${engine} | ${heap === undefined ? '–' : heap.toFixed(1)} | ${longTasks.length} | ${ms(Math.max(0, ...longTasks))} | ${redraws.length} | ${ms(quantile(sorted, 0.5))} | ${ms(quantile(sorted, 0.95))} |`);
+    const durations = pageTasks(longTasks).map(({ duration }) => duration);
+    lines.push(`| ${keys} | ${renderer.toFixed(0)} | ${collected.toFixed(0)} | ${engine} | ${heap === undefined ? '–' : heap.toFixed(1)} | ${durations.length} | ${ms(Math.max(0, ...durations))} | ${redraws.length} | ${ms(quantile(sorted, 0.5))} | ${ms(quantile(sorted, 0.95))} |`);
   }
   // Warm-up: the first 1,000 keystrokes; growth is measured from there to the end.
   const warm = samples.find(({ keys }) => keys >= 1000) ?? samples[0];
   const last = samples.at(-1);
-  const all = samples.flatMap(({ longTasks }) => longTasks);
+  const tasks = samples.flatMap(({ keys, longTasks }) => longTasks.map((task) => ({ ...task, keys })));
+  const all = pageTasks(tasks).map(({ duration }) => duration);
+  const bench = tasks.filter((task) => duringCollection(samples, task)).map(({ duration }) => duration);
   const redraws = samples.flatMap(({ redraws }) => redraws).sort((a, b) => a - b);
   lines.push(
     '',
     `Renderer memory after warm-up: ${warm.renderer.toFixed(0)} → ${last.renderer.toFixed(0)} MiB (${(((last.renderer - warm.renderer) / warm.renderer) * 100).toFixed(1)} %) as it is; ` +
       `${warm.collected.toFixed(0)} → ${last.collected.toFixed(0)} MiB (${(((last.collected - warm.collected) / warm.collected) * 100).toFixed(1)} %) after a full garbage collection of the page and the engine's Worker; ` +
-      `long tasks: ${all.length}, longest ${ms(Math.max(0, ...all))} ms; keystroke → redraw over the run: median ${ms(quantile(redraws, 0.5))} ms, p95 ${ms(quantile(redraws, 0.95))} ms.`,
+      `long tasks: ${all.length}, longest ${ms(Math.max(0, ...all))} ms (and ${bench.length} during the bench's own garbage collections${bench.length ? `, longest ${ms(Math.max(...bench))} ms` : ''}); ` +
+      `keystroke → redraw over the run: median ${ms(quantile(redraws, 0.5))} ms, p95 ${ms(quantile(redraws, 0.95))} ms.`,
     '',
   );
+  // What ran in each of the page's long tasks (the row is the sample that read it).
+  for (const task of pageTasks(tasks)) lines.push(`- ${task.duration.toFixed(0)} ms, read at ${task.keys} keystrokes, ${attribution(samples, task)}`);
+  if (all.length > 0) lines.push('');
   return lines.join('\n');
 }
 

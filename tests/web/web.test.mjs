@@ -831,13 +831,19 @@ test('a keystroke rewrites only what changed: no attribute written again on ever
   await page.evaluate(() => {
     window.writes = {};
     const kind = (node) =>
-      node.matches?.('button.head') ? 'head' : node.matches?.('span.badge') ? 'badge' : node.matches?.('button.chip') ? 'chip' : node.matches?.('[data-testid=finder-key]') ? 'finder' : 'other';
+      node.matches?.('button.head') ? 'head' : node.matches?.('span.badge') ? 'badge' : node.matches?.('button.chip') ? 'chip' : node.matches?.('[data-testid=finder-key]') ? 'finder' : node.closest?.('ol.candidates') ? 'candidates' : 'other';
+    // A write that leaves things as they were: an attribute set to its value, a text set to itself.
+    const unchanged = (record) =>
+      record.type === 'attributes'
+        ? record.oldValue === record.target.getAttribute(record.attributeName)
+        : record.addedNodes.length > 0 && record.addedNodes.length === record.removedNodes.length && [...record.addedNodes].every((node, i) => node.isEqualNode(record.removedNodes[i]));
     new MutationObserver((records) => {
       for (const record of records) {
         const key = `${kind(record.target)} ${record.type === 'attributes' ? record.attributeName : record.type}`;
         window.writes[key] = (window.writes[key] ?? 0) + (record.type === 'childList' ? record.addedNodes.length + record.removedNodes.length : 1);
+        if (unchanged(record)) window.writes.unchanged = [...(window.writes.unchanged ?? []), `${record.target.nodeName} ${key}`];
       }
-    }).observe(document.body, { subtree: true, childList: true, attributes: true });
+    }).observe(document.body, { subtree: true, childList: true, attributes: true, attributeOldValue: true });
   });
   const typed = ' on the';
   await box.pressSequentially(typed, { delay: 60 });
@@ -847,6 +853,10 @@ test('a keystroke rewrites only what changed: no attribute written again on ever
   // finder's key list were written again on each keystroke.
   const writes = await page.evaluate(() => window.writes);
   assert.equal(writes['badge hidden'] ?? 0, 0, 'no badge is shown or hidden again');
+  // Before: the next-token list was rebuilt (~15 nodes a row), and texts, tabs' aria-selected and
+  // notes' hidden were written again unchanged on every keystroke.
+  assert.equal(writes['candidates childList'] ?? 0, 0, 'the next-token rows are updated in place, not rebuilt');
+  assert.deepEqual(writes.unchanged ?? [], [], 'nothing is written again unchanged');
   assert.ok((writes['chip tabindex'] ?? 0) <= 2 * typed.length, `tab stops set only on new chips (${writes['chip tabindex']} writes)`);
   assert.ok((writes['finder childList'] ?? 0) <= 2 * typed.length, `the head finder's options change in place (${writes['finder childList']} added or removed)`);
   // Each head's accessible name: the focused head's at once (none here: the prompt box has the

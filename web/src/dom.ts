@@ -18,6 +18,54 @@ export function setOptions(select: HTMLSelectElement, options: readonly (readonl
   while (existing.length > options.length) existing[existing.length - 1]!.remove();
 }
 
+/** Elements made by `h` with listeners of their own: `morphChildren` replaces them, never patches. */
+const listening = new WeakSet<Element>();
+
+/** Sets `element`'s text unless it already reads so (setting it anew replaces the text node). */
+export function setText(element: Element, text: string): void {
+  if (element.textContent !== text) element.textContent = text;
+}
+
+/** Shows or hides `element` unless it already is so. */
+export function setHidden(element: HTMLElement, hidden: boolean): void {
+  if (element.hidden !== hidden) element.hidden = hidden;
+}
+
+/** Sets an attribute unless it already has that value. */
+export function setAttribute(element: Element, name: string, value: string): void {
+  if (element.getAttribute(name) !== value) element.setAttribute(name, value);
+}
+
+/**
+ * Makes `parent`'s children look like `fresh` (nodes made by `h`, not in the document), changing
+ * only what differs: nodes of the same tag are kept and their attributes and texts updated. The
+ * next-token list rebuilt on every keystroke was ~200 new nodes for the browser to style and lay
+ * out, where the same rows with new numbers are a few text changes. Elements that carry listeners
+ * of their own are replaced, so no listener outlives the data it was made for.
+ */
+export function morphChildren(parent: Element, fresh: readonly Node[]): void {
+  fresh.forEach((next, i) => {
+    const current = parent.childNodes[i];
+    if (current === undefined) parent.append(next);
+    else if (!morph(current, next)) parent.replaceChild(next, current);
+  });
+  while (parent.childNodes.length > fresh.length) parent.lastChild!.remove();
+}
+
+/** Updates `current` in place to look like `next`; false when it cannot (another kind of node). */
+function morph(current: Node, next: Node): boolean {
+  if (current.nodeName !== next.nodeName) return false;
+  if (current instanceof Text) {
+    if (current.data !== (next as Text).data) current.data = (next as Text).data;
+    return true;
+  }
+  if (!(current instanceof Element) || !(next instanceof Element) || listening.has(current) || listening.has(next)) return false;
+  for (const { name, value } of next.attributes) setAttribute(current, name, value);
+  for (const name of current.getAttributeNames()) if (!next.hasAttribute(name)) current.removeAttribute(name);
+  morphChildren(current, [...next.childNodes]);
+  return true;
+}
+
 /** `h('button', { class: 'x', onclick }, 'Label')`: attributes, `on*` listeners, then children. */
 export function h<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -28,6 +76,7 @@ export function h<K extends keyof HTMLElementTagNameMap>(
   for (const [name, value] of Object.entries(attributes)) {
     if (name.startsWith('on') && typeof value === 'function') {
       element.addEventListener(name.slice(2), value as EventListener);
+      listening.add(element);
     } else if (value === true) {
       element.setAttribute(name, '');
     } else if (value !== undefined && value !== false) {
@@ -158,8 +207,9 @@ export function textWidth(font: string, text: string): number {
 export function fitCanvas(canvas: HTMLCanvasElement, context: CanvasRenderingContext2D, width: number, height: number, ratio: number): void {
   const [pixelsWide, pixelsHigh] = [Math.round(width * ratio), Math.round(height * ratio)];
   if (canvas.width !== pixelsWide || canvas.height !== pixelsHigh) {
-    canvas.width = pixelsWide;
-    canvas.height = pixelsHigh;
+    // Each only when it changes: setting one to its value is a write the browser must process.
+    if (canvas.width !== pixelsWide) canvas.width = pixelsWide;
+    if (canvas.height !== pixelsHigh) canvas.height = pixelsHigh;
     canvas.style.width = `${width}px`;
     canvas.style.height = `${height}px`;
   } else {

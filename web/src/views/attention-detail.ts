@@ -6,7 +6,7 @@
 import { headMap, lastKey, strongestKeys, weight, type Analysis } from '../analysis.ts';
 import { paintAttention, paintPooled } from '../attention-paint.ts';
 import { sequentialMap } from '../colormap.ts';
-import { drawnWhenSeen, formatPercent, h, tokenText, trackWidth } from '../dom.ts';
+import { drawnWhenSeen, formatPercent, h, morphChildren, setAttribute, setHidden, setText, tokenText, trackWidth } from '../dom.ts';
 import { MatrixCanvas } from '../matrix-canvas.ts';
 import type { Live } from '../live.ts';
 import { downloadCanvas, downloadCsv, exportButton, howTo } from '../panel-tools.ts';
@@ -124,20 +124,20 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
   const render = () => {
     const state = store.state;
     const { analysis, head, query, theme, attentionScale, detailView } = state;
-    detailHelp.textContent = state.model?.engine.info.attention === 'bidirectional' ? DETAIL_HELP_ENCODER : DETAIL_HELP_CAUSAL;
-    title.textContent = `Layer ${head.layer} · Head ${head.head}`;
-    for (const button of tabs.children) button.setAttribute('aria-selected', String((button as HTMLElement).dataset.mode === detailView));
+    setText(detailHelp, state.model?.engine.info.attention === 'bidirectional' ? DETAIL_HELP_ENCODER : DETAIL_HELP_CAUSAL);
+    setText(title, `Layer ${head.layer} · Head ${head.head}`);
+    for (const button of tabs.children) setAttribute(button, 'aria-selected', String((button as HTMLElement).dataset.mode === detailView));
     zoomBar.hidden = detailView !== 'map';
     if (!analysis || !headMap(analysis, head.layer, head.head)) {
-      sinkNote.hidden = true;
-      body.replaceChildren(h('p', { class: 'empty-note' }, emptyNote(state)));
+      setHidden(sinkNote, true);
+      morphChildren(body, [h('p', { class: 'empty-note' }, emptyNote(state))]);
       return;
     }
     const { pattern, head: slot } = headMap(analysis, head.layer, head.head)!;
     const t = analysis.tokens.length;
     const share = sinkShare(pattern, t, slot);
-    sinkNote.hidden = share < SINK_SHARE;
-    sinkNote.textContent = `This head gives ${formatPercent(share)} of its attention, on average, to the first token “${tokenText(analysis.labels[0]!)}”. That is the attention sink: a head with nothing useful to read parks its weight on the first position, whose content barely changes the output. The colour scale leaves it out unless you choose “linear” or “√ weight”.`;
+    setHidden(sinkNote, share < SINK_SHARE);
+    setText(sinkNote, `This head gives ${formatPercent(share)} of its attention, on average, to the first token “${tokenText(analysis.labels[0]!)}”. That is the attention sink: a head with nothing useful to read parks its weight on the first position, whose content barely changes the output. The colour scale leaves it out unless you choose “linear” or “√ weight”.`);
     const width = bodyWidth();
     const summary = describeMap(analysis, state);
     if (detailView === 'lines') {
@@ -147,11 +147,11 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
       return;
     }
     if (detailView === 'row') {
-      body.replaceChildren(queryRow(analysis, state));
+      morphChildren(body, [queryRow(analysis, state)]);
       return;
     }
     if (detailView === 'table') {
-      body.replaceChildren(strongestTable(analysis, state));
+      morphChildren(body, [strongestTable(analysis, state)]);
       return;
     }
     const colors = sequentialMap(theme);

@@ -3,7 +3,7 @@
 // and a chart of the picked token's statistics through the depth with the other tokens faint.
 import type { Analysis, NormSite } from '../analysis.ts';
 import { Colormap, divergingMap, sequentialMap } from '../colormap.ts';
-import { drawnWhenSeen, h, tokenText, trackWidth } from '../dom.ts';
+import { drawnWhenSeen, h, morphChildren, setAttribute, setHidden, setText, tokenText, trackWidth } from '../dom.ts';
 import { lineChart } from '../line-chart.ts';
 import { MatrixCanvas } from '../matrix-canvas.ts';
 import { downloadCanvas, downloadCsv, downloadSvg, exportButton, howTo } from '../panel-tools.ts';
@@ -138,10 +138,10 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     const t = analysis.tokens.length;
     const colors: Colormap = statistic === 'scale' ? sequentialMap(state.theme) : divergingMap(state.theme);
     const position = colorPositions(analysis, statistic, normalise);
-    view.heading.textContent = statistic === 'scale' ? (rms ? 'scale  √(mean x² + ε)' : 'scale  √(var x + ε)') : 'mean';
-    view.legend.replaceChildren(colorbar(colors, statistic === 'scale' ? 'low' : '−', statistic === 'scale' ? 'high (log)' : '+'));
-    view.canvas.element.setAttribute('role', 'img');
-    view.canvas.element.setAttribute('aria-label', describeStrip(analysis, statistic));
+    setText(view.heading, statistic === 'scale' ? (rms ? 'scale  √(mean x² + ε)' : 'scale  √(var x + ε)') : 'mean');
+    morphChildren(view.legend, [colorbar(colors, statistic === 'scale' ? 'low' : '−', statistic === 'scale' ? 'high (log)' : '+')]);
+    setAttribute(view.canvas.element, 'role', 'img');
+    setAttribute(view.canvas.element, 'aria-label', describeStrip(analysis, statistic));
     view.canvas.setData(
       {
         rows: t,
@@ -167,42 +167,42 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
   const render = (state: Readonly<State>) => {
     const analysis = state.analysis;
     const rms = analysis !== undefined && analysis.norms.every((site) => site.mean === undefined);
-    heading.textContent = rms ? 'RMSNorm statistics' : 'LayerNorm statistics';
+    setText(heading, rms ? 'RMSNorm statistics' : 'LayerNorm statistics');
     const post = state.model?.engine.info.normPlacement === 'post' ? ' · post-LN: after each sublayer' : '';
-    subtitle.textContent = (rms ? 'RMSNorm: scale = √(mean x² + ε), no mean' : 'LayerNorm: scale = √(var x + ε), mean = mean x') + post;
-    formulas.replaceChildren(
+    setText(subtitle, (rms ? 'RMSNorm: scale = √(mean x² + ε), no mean' : 'LayerNorm: scale = √(var x + ε), mean = mean x') + post);
+    morphChildren(formulas, [
       rms
         ? h('p', {}, 'This model uses RMSNorm: y = x / √(mean(x²) + ε) · g. The scale is √(mean(x²) + ε), the root mean square of the vector; nothing is subtracted, so there is no mean to show.')
         : h('p', {}, 'This model uses LayerNorm: y = (x − mean x) / √(var x + ε) · g + b. The mean is the average of the vector’s entries (subtracted first); the scale is √(var x + ε), its standard deviation.'),
-    );
-    legendNote.textContent = `${normalise === 'site' ? 'Each column’s colours span that norm’s own range' : 'All columns share one colour range'}, computed without the first token (which often dwarfs the rest and then shows at full colour).`;
-    tableToggle.setAttribute('aria-pressed', String(state.normTable));
-    tableToggle.textContent = state.normTable ? 'Show as strips' : 'Show as table';
+    ]);
+    setText(legendNote, `${normalise === 'site' ? 'Each column’s colours span that norm’s own range' : 'All columns share one colour range'}, computed without the first token (which often dwarfs the rest and then shows at full colour).`);
+    setAttribute(tableToggle, 'aria-pressed', String(state.normTable));
+    setText(tableToggle, state.normTable ? 'Show as strips' : 'Show as table');
     if (!analysis) {
-      sinkNote.hidden = true;
-      table.hidden = true;
-      strips.hidden = true;
-      chartTitle.textContent = '';
-      charts.replaceChildren(h('p', { class: 'empty-note' }, 'Type a prompt to see the statistics.'));
+      setHidden(sinkNote, true);
+      setHidden(table, true);
+      setHidden(strips, true);
+      setText(chartTitle, '');
+      morphChildren(charts, [h('p', { class: 'empty-note' }, 'Type a prompt to see the statistics.')]);
       return;
     }
     const ratio = sinkRatio(analysis);
-    sinkNote.hidden = ratio < 5;
-    sinkNote.textContent = `The first token “${tokenText(analysis.labels[0]!)}” has a scale ${ratio.toFixed(0)}× the others’ median at some norms. That is the attention sink: the model blows up the first position’s residual stream so that heads with nothing to read can park their attention there harmlessly.`;
-    strips.hidden = state.normTable;
-    table.hidden = !state.normTable;
+    setHidden(sinkNote, ratio < 5);
+    setText(sinkNote, `The first token “${tokenText(analysis.labels[0]!)}” has a scale ${ratio.toFixed(0)}× the others’ median at some norms. That is the attention sink: the model blows up the first position’s residual stream so that heads with nothing to read can park their attention there harmlessly.`);
+    setHidden(strips, state.normTable);
+    setHidden(table, !state.normTable);
     if (state.normTable) {
       table.replaceChildren(statisticsTable(analysis, state.query, rms));
     } else {
       const width = stripsWidth();
       const stripWidth = rms || width < 720 ? width : (width - 16) / 2;
       drawStrip(scaleStrip, analysis, state, stripWidth, rms);
-      meanStrip.element.hidden = rms;
+      setHidden(meanStrip.element, rms);
       if (!rms) drawStrip(meanStrip, analysis, state, stripWidth, rms);
     }
 
     const token = state.query ?? analysis.tokens.length - 1;
-    chartTitle.textContent = `Token ${token} “${tokenText(analysis.labels[token]!)}” through the depth`;
+    setText(chartTitle, `Token ${token} “${tokenText(analysis.labels[token]!)}” through the depth`);
     const xLabels = depthLabels(analysis.norms);
     const others = (values: (site: NormSite) => Float32Array) =>
       analysis.labels.map((_, i) => analysis.norms.map((site) => values(site)[i]!)).filter((_, i) => i !== token);
@@ -232,7 +232,7 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     const values = analysis.norms.map((site) => `${site.label} ${site.scale[token]!.toPrecision(3)}`).join(', ');
     scale.setAttribute('aria-label', `Scale of token ${token} ${picked} through the depth (log axis; the other tokens faint): ${values}`);
     mean?.setAttribute('aria-label', `Mean of token ${token} ${picked} through the depth: ${analysis.norms.map((site) => `${site.label} ${site.mean![token]!.toPrecision(3)}`).join(', ')}`);
-    charts.replaceChildren(...[scale, mean].filter((chart) => chart !== null));
+    morphChildren(charts, [scale, mean].filter((chart) => chart !== null));
   };
 
   const redraw = drawnWhenSeen(root, () => render(store.state));

@@ -3,7 +3,7 @@
 // one token and appends it; clicking a candidate appends that one; "Generate" keeps stepping,
 // every view following each new token.
 import type { SamplingParams } from 'gptlens';
-import { formatCount, formatPercent, h, tokenText } from '../dom.ts';
+import { formatCount, formatPercent, h, morphChildren, setText, tokenText } from '../dom.ts';
 import type { Live } from '../live.ts';
 import { downloadCsv, exportButton, howTo } from '../panel-tools.ts';
 import { touched, type State, type Store } from '../store.ts';
@@ -113,18 +113,18 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
   const renderList = (state: Readonly<State>) => {
     const { next, analysis, model } = state;
     const last = analysis ? analysis.labels[analysis.labels.length - 1] : undefined;
-    context.textContent = last === undefined ? '' : `after “${tokenText(last)}”`;
+    setText(context, last === undefined ? '' : `after “${tokenText(last)}”`);
     if (!next || !model) {
       list.replaceChildren();
-      survivors.textContent = '';
+      setText(survivors, '');
       return;
     }
     // A keyboard reader who appended a candidate stays in the list, at the same rank.
     const focused = [...list.querySelectorAll('button.candidate')].indexOf(document.activeElement as Element);
     const vocab = model.engine.info.vocabSize;
     const kept = `${next.survivorsCapped ? 'at least ' : ''}${formatCount(next.survivors)}`;
-    survivors.textContent = `${describe(next.sampling)}: ${kept} of ${formatCount(vocab)} tokens can be sampled`;
-    list.replaceChildren(
+    setText(survivors, `${describe(next.sampling)}: ${kept} of ${formatCount(vocab)} tokens can be sampled`);
+    morphChildren(list, [
       h(
         'li',
         { class: 'candidate candidate-head', 'aria-hidden': 'true' },
@@ -172,7 +172,7 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
           ),
         ),
       ),
-    );
+    ]);
     const buttons = list.querySelectorAll<HTMLButtonElement>('button.candidate');
     if (focused >= 0 && buttons.length > 0) buttons[Math.min(focused, buttons.length - 1)]!.focus();
   };
@@ -181,7 +181,7 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
     if (touched(changed, 'sampling')) renderControls(state);
     if (touched(changed, 'next', 'model')) renderList(state);
     if (touched(changed, 'generating', 'analysis', 'model')) {
-      generateButton.textContent = state.generating ? 'Stop' : 'Generate';
+      setText(generateButton, state.generating ? 'Stop' : 'Generate');
       const ready = state.analysis !== undefined;
       stepButton.disabled = !ready || state.generating;
       generateButton.disabled = !ready && !state.generating;

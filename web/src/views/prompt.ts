@@ -2,7 +2,7 @@
 // it became, as chips with their ids. Clicking a chip (or Enter on it; arrow keys move between
 // chips) picks that position as the query whose row every view highlights. Ctrl+Z / Ctrl+Shift+Z
 // in the box undo and redo generated tokens (a step, a generation, a candidate) as one unit each.
-import { h, tokenText } from '../dom.ts';
+import { h, setText, tokenText } from '../dom.ts';
 import { isWrapped, type Live } from '../live.ts';
 import { howTo, rovingFocus, setRovingStop } from '../panel-tools.ts';
 import { touched, type Store } from '../store.ts';
@@ -108,9 +108,7 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
     if (touched(changed, 'analysis')) {
       const analysis = state.analysis;
       const count = analysis?.tokens.length ?? 0;
-      summary.textContent = analysis
-        ? `${count} token${count === 1 ? '' : 's'} · ${analysis.computed} computed, ${count - analysis.computed} reused`
-        : '';
+      setText(summary, analysis ? `${count} token${count === 1 ? '' : 's'} · ${analysis.computed} computed, ${count - analysis.computed} reused` : '');
       // Only the chips after the first changed token are rebuilt (typing at the end: the last one
       // or two); rebuilt chips keep the keyboard focus where it was.
       const labels = analysis?.labels ?? [];

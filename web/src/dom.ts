@@ -38,18 +38,26 @@ export function setAttribute(element: Element, name: string, value: string): voi
 
 /**
  * Makes `parent`'s children look like `fresh` (nodes made by `h`, not in the document), changing
- * only what differs: nodes of the same tag are kept and their attributes and texts updated. The
- * next-token list rebuilt on every keystroke was ~200 new nodes for the browser to style and lay
- * out, where the same rows with new numbers are a few text changes. Elements that carry listeners
- * of their own are replaced, so no listener outlives the data it was made for.
+ * only what differs: nodes of the same tag are kept and their attributes and texts updated, so a
+ * panel redrawn with what it already shows writes nothing. Elements that carry listeners of their
+ * own are replaced, so no listener outlives the data it was made for.
  */
 export function morphChildren(parent: Element, fresh: readonly Node[]): void {
-  fresh.forEach((next, i) => {
-    const current = parent.childNodes[i];
-    if (current === undefined) parent.append(next);
-    else if (!morph(current, next)) parent.replaceChild(next, current);
-  });
-  while (parent.childNodes.length > fresh.length) parent.lastChild!.remove();
+  let current = parent.firstChild;
+  for (const next of fresh) {
+    if (current === null) {
+      parent.append(next);
+      continue;
+    }
+    const following = current.nextSibling;
+    if (!morph(current, next)) parent.replaceChild(next, current);
+    current = following;
+  }
+  while (current !== null) {
+    const following: ChildNode | null = current.nextSibling;
+    current.remove();
+    current = following;
+  }
 }
 
 /** Updates `current` in place to look like `next`; false when it cannot (another kind of node). */
@@ -60,9 +68,9 @@ function morph(current: Node, next: Node): boolean {
     return true;
   }
   if (!(current instanceof Element) || !(next instanceof Element) || listening.has(current) || listening.has(next)) return false;
-  for (const { name, value } of next.attributes) setAttribute(current, name, value);
+  for (const name of next.getAttributeNames()) setAttribute(current, name, next.getAttribute(name)!);
   for (const name of current.getAttributeNames()) if (!next.hasAttribute(name)) current.removeAttribute(name);
-  morphChildren(current, [...next.childNodes]);
+  morphChildren(current, Array.from(next.childNodes));
   return true;
 }
 

@@ -232,7 +232,7 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     const values = analysis.norms.map((site) => `${site.label} ${site.scale[token]!.toPrecision(3)}`).join(', ');
     scale.setAttribute('aria-label', `Scale of token ${token} ${picked} through the depth (log axis; the other tokens faint): ${values}`);
     mean?.setAttribute('aria-label', `Mean of token ${token} ${picked} through the depth: ${analysis.norms.map((site) => `${site.label} ${site.mean![token]!.toPrecision(3)}`).join(', ')}`);
-    morphChildren(charts, [scale, mean].filter((chart) => chart !== null));
+    charts.replaceChildren(...[scale, mean].filter((chart) => chart !== null));
   };
 
   const redraw = drawnWhenSeen(root, () => render(store.state));

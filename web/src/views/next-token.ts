@@ -3,7 +3,8 @@
 // one token and appends it; clicking a candidate appends that one; "Generate" keeps stepping,
 // every view following each new token.
 import type { SamplingParams } from 'gptlens';
-import { formatCount, formatPercent, h, morphChildren, setText, tokenText } from '../dom.ts';
+import type { Candidate } from '../analysis.ts';
+import { formatCount, formatPercent, h, setAttribute, setHidden, setText, tokenText } from '../dom.ts';
 import type { Live } from '../live.ts';
 import { downloadCsv, exportButton, howTo } from '../panel-tools.ts';
 import { touched, type State, type Store } from '../store.ts';
@@ -110,6 +111,19 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
     if (Number(topK.value) !== (params.topK ?? 0)) topK.value = String(params.topK ?? 0);
   };
 
+  const heading = h(
+    'li',
+    { class: 'candidate candidate-head', 'aria-hidden': 'true' },
+    h('span', {}, 'token'),
+    h('span', { class: 'candidate-id' }, 'id'),
+    h('span', {}),
+    h('span', { class: 'candidate-prob' }, 'model'),
+    h('span', { class: 'candidate-sampled' }, 'sampled'),
+  );
+  // The rows are made once and their texts and attributes updated on each keystroke: rebuilt, they
+  // were ~200 new nodes a keystroke for the browser to style and lay out.
+  const rows: CandidateRow[] = [];
+
   const renderList = (state: Readonly<State>) => {
     const { next, analysis, model } = state;
     const last = analysis ? analysis.labels[analysis.labels.length - 1] : undefined;
@@ -124,55 +138,10 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
     const vocab = model.engine.info.vocabSize;
     const kept = `${next.survivorsCapped ? 'at least ' : ''}${formatCount(next.survivors)}`;
     setText(survivors, `${describe(next.sampling)}: ${kept} of ${formatCount(vocab)} tokens can be sampled`);
-    morphChildren(list, [
-      h(
-        'li',
-        { class: 'candidate candidate-head', 'aria-hidden': 'true' },
-        h('span', {}, 'token'),
-        h('span', { class: 'candidate-id' }, 'id'),
-        h('span', {}),
-        h('span', { class: 'candidate-prob' }, 'model'),
-        h('span', { class: 'candidate-sampled' }, 'sampled'),
-      ),
-      ...next.candidates.map((candidate) =>
-        h(
-          'li',
-          {},
-          h(
-          'button',
-          {
-            type: 'button',
-            class: candidate.sampled === undefined ? 'candidate filtered' : 'candidate',
-            'data-testid': 'candidate',
-            'data-id': candidate.id,
-            'data-prob': candidate.prob,
-            'data-sampled': candidate.sampled ?? 0,
-            title: candidate.sampled === undefined ? 'filtered out by top-k / top-p' : `sampled with probability ${formatPercent(candidate.sampled)}`,
-          },
-          h('span', { class: 'candidate-token' }, h('span', { class: 'visually-hidden' }, 'Append '), tokenText(candidate.label)),
-          h('span', { class: 'candidate-id' }, h('span', { class: 'visually-hidden' }, ', id '), String(candidate.id)),
-          h(
-            'span',
-            { class: 'candidate-bar' },
-            h('span', { class: 'bar', style: `width: ${(candidate.prob * 100).toFixed(2)}%` }),
-            candidate.sampled === undefined ? null : h('span', { class: 'marker', style: `left: ${(candidate.sampled * 100).toFixed(2)}%` }),
-          ),
-          h(
-            'span',
-            { class: 'candidate-prob', title: candidate.before === undefined ? undefined : 'without the ablation → with it' },
-            h('span', { class: 'visually-hidden' }, candidate.before === undefined ? ', model ' : ', model without the ablation, then with it '),
-            candidate.before === undefined ? formatPercent(candidate.prob) : `${formatPercent(candidate.before)} → ${formatPercent(candidate.prob)}`,
-          ),
-          h(
-            'span',
-            { class: 'candidate-sampled' },
-            h('span', { class: 'visually-hidden' }, candidate.sampled === undefined ? ', filtered out ' : ', sampled '),
-            candidate.sampled === undefined ? '—' : formatPercent(candidate.sampled),
-          ),
-          ),
-        ),
-      ),
-    ]);
+    while (rows.length < next.candidates.length) rows.push(candidateRow());
+    next.candidates.forEach((candidate, i) => rows[i]!.show(candidate));
+    const shown = [heading, ...rows.slice(0, next.candidates.length).map((row) => row.item)];
+    if (list.childElementCount !== shown.length || shown.some((item, i) => list.children[i] !== item)) list.replaceChildren(...shown);
     const buttons = list.querySelectorAll<HTMLButtonElement>('button.candidate');
     if (focused >= 0 && buttons.length > 0) buttons[Math.min(focused, buttons.length - 1)]!.focus();
   };
@@ -187,4 +156,52 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
       generateButton.disabled = !ready && !state.generating;
     }
   });
+}
+
+interface CandidateRow {
+  item: HTMLLIElement;
+  show(candidate: Candidate): void;
+}
+
+/** A row of the candidates list: the token (a button that appends it), its id, the bars, the two probabilities. */
+function candidateRow(): CandidateRow {
+  const [token, id, probability, sampledProbability] = [new Text(), new Text(), new Text(), new Text()];
+  const [probabilityWhat, sampledWhat] = [h('span', { class: 'visually-hidden' }), h('span', { class: 'visually-hidden' })];
+  const bar = h('span', { class: 'bar' });
+  const marker = h('span', { class: 'marker' });
+  const probabilityCell = h('span', { class: 'candidate-prob' }, probabilityWhat, probability);
+  const button = h(
+    'button',
+    { type: 'button', 'data-testid': 'candidate' },
+    h('span', { class: 'candidate-token' }, h('span', { class: 'visually-hidden' }, 'Append '), token),
+    h('span', { class: 'candidate-id' }, h('span', { class: 'visually-hidden' }, ', id '), id),
+    h('span', { class: 'candidate-bar' }, bar, marker),
+    probabilityCell,
+    h('span', { class: 'candidate-sampled' }, sampledWhat, sampledProbability),
+  );
+  const setData = (text: Text, data: string) => {
+    if (text.data !== data) text.data = data;
+  };
+  return {
+    item: h('li', {}, button),
+    show(candidate) {
+      const { sampled, before } = candidate;
+      setAttribute(button, 'class', sampled === undefined ? 'candidate filtered' : 'candidate');
+      setAttribute(button, 'data-id', String(candidate.id));
+      setAttribute(button, 'data-prob', String(candidate.prob));
+      setAttribute(button, 'data-sampled', String(sampled ?? 0));
+      setAttribute(button, 'title', sampled === undefined ? 'filtered out by top-k / top-p' : `sampled with probability ${formatPercent(sampled)}`);
+      setData(token, tokenText(candidate.label));
+      setData(id, String(candidate.id));
+      setAttribute(bar, 'style', `width: ${(candidate.prob * 100).toFixed(2)}%`);
+      setHidden(marker, sampled === undefined);
+      if (sampled !== undefined) setAttribute(marker, 'style', `left: ${(sampled * 100).toFixed(2)}%`);
+      if (before === undefined) probabilityCell.removeAttribute('title');
+      else setAttribute(probabilityCell, 'title', 'without the ablation → with it');
+      setText(probabilityWhat, before === undefined ? ', model ' : ', model without the ablation, then with it ');
+      setData(probability, before === undefined ? formatPercent(candidate.prob) : `${formatPercent(before)} → ${formatPercent(candidate.prob)}`);
+      setText(sampledWhat, sampled === undefined ? ', filtered out ' : ', sampled ');
+      setData(sampledProbability, sampled === undefined ? '—' : formatPercent(sampled));
+    },
+  };
 }

@@ -23,6 +23,29 @@ pub struct Checkpoint {
     /// The model's own name when its files give one: GGUF `general.name`, or config.json's
     /// `_name_or_path` (what `transformers` saved it from).
     pub name: Option<String>,
+    /// Why the model's context (`config.n_ctx`) is shorter than its files say: a session at the
+    /// whole context would not fit in the memory budget beside the weights, so it was cut to the
+    /// positions that do ([`crate::formats::limits::Budget::fit`]). `None` when nothing was cut.
+    pub context_cut: Option<String>,
+}
+
+/// `config` with its context cut to `positions` when the budget held fewer, and the note that says so.
+fn cut_context(
+    mut config: crate::model::Config,
+    positions: usize,
+    budget: &Budget,
+) -> (crate::model::Config, Option<String>) {
+    if positions >= config.n_ctx {
+        return (config, None);
+    }
+    let note = format!(
+        "the context was cut from {} to {positions} positions: a session at the whole context does not fit beside the weights in the memory budget of {} ({})",
+        config.n_ctx,
+        crate::formats::limits::human_bytes(budget.bytes),
+        budget.origin
+    );
+    config.n_ctx = positions;
+    (config, Some(note))
 }
 
 /// How to load a checkpoint. The default is what `from_files`, `from_gguf` and `open` use.
@@ -62,7 +85,9 @@ impl Checkpoint {
         let config = hf_config::parse(config_bytes)?;
         let weights_name = weights_file_name(files.keys().map(String::as_str))?;
         let weights_bytes = files.get(weights_name).copied().unwrap_or_default();
-        let weights = Weights::from_safetensors(&config, &SafetensorsFile::parse(weights_bytes)?, &budget)?;
+        let (weights, positions) =
+            Weights::from_safetensors(&config, &SafetensorsFile::parse(weights_bytes)?, &budget)?;
+        let (config, context_cut) = cut_context(config, positions, &budget);
         // As with a GGUF, tokenizer files gptlens cannot read do not stop the model.
         let read = match (files.get("tokenizer.json"), files.get("vocab.json"), files.get("merges.txt")) {
             (Some(json), _, _) => Tokenizer::from_tokenizer_json(json).map(Some),
@@ -87,7 +112,7 @@ impl Checkpoint {
             .ok()
             .and_then(|v| v.get("_name_or_path")?.as_str().map(str::to_owned))
             .filter(|n| !n.trim().is_empty());
-        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, tokenizer_problem, name })
+        Ok(Checkpoint { model: Arc::new(Model { config, weights }), tokenizer, tokenizer_problem, name, context_cut })
     }
 
     /// The tokenizer, or why there is none: no tokenizer files, or a vocabulary gptlens cannot
@@ -179,12 +204,14 @@ struct GgufHead {
     tokenizer: Option<Tokenizer>,
     tokenizer_problem: Option<String>,
     name: Option<String>,
+    context_cut: Option<String>,
 }
 
 impl GgufHead {
     fn read(file: &GgufFile, budget: &Budget) -> Result<GgufHead> {
         let config = gguf_config::parse(file)?;
         let fill = GgufFill::plan(&config, file, budget)?;
+        let (config, context_cut) = cut_context(config, fill.positions(), budget);
         // A vocabulary gptlens cannot read does not stop the model: token ids still run it.
         let (tokenizer, tokenizer_problem) = match file.metadata("tokenizer.ggml.model") {
             None => (None, None),
@@ -195,13 +222,14 @@ impl GgufHead {
         };
         let name =
             file.metadata("general.name").and_then(|v| v.as_str()).map(str::to_owned).filter(|n| !n.trim().is_empty());
-        Ok(GgufHead { config, fill, tokenizer, tokenizer_problem, name })
+        Ok(GgufHead { config, fill, tokenizer, tokenizer_problem, name, context_cut })
     }
 
     fn finish(self) -> Result<Checkpoint> {
         let weights = self.fill.finish()?;
         let model = Arc::new(Model { config: self.config, weights });
-        Ok(Checkpoint { model, tokenizer: self.tokenizer, tokenizer_problem: self.tokenizer_problem, name: self.name })
+        let Self { tokenizer, tokenizer_problem, name, context_cut, .. } = self;
+        Ok(Checkpoint { model, tokenizer, tokenizer_problem, name, context_cut })
     }
 }
 

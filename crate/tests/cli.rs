@@ -5,7 +5,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{fixture, ids, max_abs_diff, reference};
+use common::{fixture, ids, max_abs_diff, reference, set_u32};
 
 fn gptlens(args: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_gptlens")).args(args).output().unwrap();
@@ -236,6 +236,28 @@ fn thread_counts_are_clamped_to_the_machine() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && !err.contains("more than"), "{err}");
     assert!(err.contains(&format!("threads: {cores};")), "{err}");
+}
+
+#[test]
+fn a_context_cut_to_the_memory_budget_is_said_on_stderr() {
+    // A tiny LLaMA claiming a million positions: a session that long needs more than 1 GiB.
+    let mut gguf = std::fs::read(fixture("llama-tiny-q/model.gguf")).unwrap();
+    set_u32(&mut gguf, "llama.context_length", 1 << 20);
+    let path = std::env::temp_dir().join(format!("gptlens-cli-context-{}.gguf", std::process::id()));
+    std::fs::write(&path, &gguf).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gptlens"))
+        .args(["run", "--model", path.to_str().unwrap(), "--tokens", "1,2,3"])
+        .env("GPTLENS_MEMORY_BUDGET", "1G")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("note: the context was cut from 1048576 to") && err.contains("set by GPTLENS_MEMORY_BUDGET"),
+        "{err}"
+    );
+    assert!(stdout(&out).contains("context "), "the model line gives the cut context");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::fixture;
+use common::{fixture, set_u32};
 use gptlens::checkpoint::LoadOptions;
 use gptlens::formats::limits;
 use gptlens::sample::{Sampler, SamplingParams};
@@ -65,16 +65,6 @@ const FAST: Duration = Duration::from_secs(2);
 
 fn read(path: &str) -> Vec<u8> {
     std::fs::read(fixture(path)).unwrap()
-}
-
-/// Overwrites the u32 value of GGUF metadata `key` (found by its length-prefixed name).
-fn set_u32(gguf: &mut [u8], key: &str, value: u32) {
-    let mut needle = (key.len() as u64).to_le_bytes().to_vec();
-    needle.extend_from_slice(key.as_bytes());
-    needle.extend_from_slice(&4u32.to_le_bytes()); // value type u32
-    let at = gguf.windows(needle.len()).position(|w| w == needle).unwrap_or_else(|| panic!("no u32 `{key}`"));
-    let at = at + needle.len();
-    gguf[at..at + 4].copy_from_slice(&value.to_le_bytes());
 }
 
 fn gguf_with(path: &str, key: &str, value: u32) -> Vec<u8> {
@@ -174,19 +164,31 @@ fn a_context_of_2_pow_20_loads_and_costs_only_the_positions_used() {
         session.run(&[1, 2, 3], &CaptureSpec::standard(&ckpt.model.config)).unwrap();
     });
     assert!(bytes <= 4 << 20, "{bytes} bytes for a 3-token session");
-    // A budget that cannot hold the KV cache at the full context refuses the model up front.
-    let e = refused("2^20 context, 1 GiB budget", || {
-        Checkpoint::from_gguf_with(
-            &bytes_of("llama-tiny-q/model.gguf", 1 << 20),
-            &LoadOptions { memory_budget: Some(1 << 30) },
-        )
-    });
-    assert!(matches!(e, Error::OverBudget { budget, .. } if budget == 1 << 30), "{e}");
-    let message = e.to_string();
-    assert!(
-        message.contains("KV cache at the full context of 1048576 positions") && message.contains("LoadOptions"),
-        "{message}"
-    );
+}
+
+/// A budget that cannot hold a session at the whole context loads the model with the most
+/// positions that fit (a multiple of 256), says so, and refuses longer prompts by the cut context.
+#[test]
+fn a_context_past_the_budget_is_cut_to_the_positions_that_fit() {
+    let budget = LoadOptions { memory_budget: Some(1 << 30) };
+    let load = |context: u32| Checkpoint::from_gguf_with(&bytes_of("llama-tiny-q/model.gguf", context), &budget);
+    let cut = load(1 << 20).unwrap();
+    let n = cut.model.config.n_ctx;
+    let step = limits::CONTEXT_STEP;
+    assert!(n < 1 << 20 && n >= step && n % step == 0, "cut to {n}");
+    let note = cut.context_cut.as_deref().unwrap_or_default();
+    assert!(note.contains(&format!("from 1048576 to {n} positions")) && note.contains("1.0 GiB"), "{note}");
+    // The most that fit: a file asking for one step more is cut to the same, one asking for
+    // exactly that loads whole.
+    let one_more = load((n + step) as u32).unwrap();
+    assert_eq!((one_more.model.config.n_ctx, one_more.context_cut.is_some()), (n, true));
+    let exact = load(n as u32).unwrap();
+    assert_eq!((exact.model.config.n_ctx, exact.context_cut), (n, None));
+    // A prompt past the cut context is refused before anything runs, and the session still works.
+    let mut session = Session::new(cut.model.clone());
+    let e = session.run(&vec![1; n + 1], &CaptureSpec::none()).unwrap_err();
+    assert!(matches!(e, Error::ContextOverflow { len, n_ctx } if len == n + 1 && n_ctx == n), "{e}");
+    session.run(&[1, 2, 3], &CaptureSpec::none()).unwrap();
 }
 
 fn bytes_of(path: &str, context: u32) -> Vec<u8> {

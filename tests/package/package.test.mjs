@@ -858,3 +858,29 @@ test('the worker client trainer checks its arguments before posting; useModel ma
   assert.deepEqual(sent[1].args, [3, 3]);
   engine.terminate();
 });
+
+const smollm2 = join(minilmDir, '..', 'SmolLM2-135M-Instruct.Q4_1.gguf');
+
+test('a model whose whole context does not fit in WebAssembly loads with the positions that do, and says so', async (t) => {
+  if (!existsSync(smollm2)) {
+    const reason = `${smollm2} is absent (bash scripts/fetch-smollm.sh fetches it)`;
+    console.log(`SKIPPED context cut: ${reason}`);
+    return t.skip(reason);
+  }
+  // SmolLM2 claiming a million positions: its f32 KV cache at that context would be 45 GiB.
+  const bytes = new Uint8Array(readFileSync(smollm2));
+  const key = new TextEncoder().encode('llama.context_length');
+  const needle = [...new Uint8Array(new BigUint64Array([BigInt(key.length)]).buffer), ...key, 4, 0, 0, 0];
+  const at = bytes.findIndex((_, i) => needle.every((byte, j) => bytes[i + j] === byte));
+  assert.ok(at > 0, 'the file has llama.context_length');
+  new DataView(bytes.buffer).setUint32(at + needle.length, 2 ** 20, true);
+  const model = await Model.loadGguf([bytes], bytes.byteLength);
+  const { contextLength, contextCut } = model.info();
+  assert.ok(contextLength < 2 ** 20 && contextLength >= 8192 && contextLength % 256 === 0, `cut to ${contextLength}`);
+  assert.match(contextCut, new RegExp(`cut from 1048576 to ${contextLength} positions.*WebAssembly's 4 GiB`));
+  const session = model.session();
+  await assert.rejects(session.runAsync(new Uint32Array(contextLength + 1).fill(1), []), /do not fit in the model's context of/);
+  await session.runAsync(Uint32Array.from([1, 2, 3]), []);
+  assert.equal(session.tokens().length, 3);
+  model.free();
+});

@@ -134,7 +134,8 @@ export class Engine {
   async tokenize(text: string): Promise<Uint32Array> {
     const tokens = this.info.hasTokenizer ? await this.client.encode(text) : parseIds(text, this.info.vocabSize);
     if (tokens.length > this.info.contextLength) {
-      throw new PromptError(`The prompt is ${tokens.length} tokens; this model reads at most ${this.info.contextLength}.`);
+      const cut = this.info.contextCut ? ` (${this.info.contextCut})` : '';
+      throw new PromptError(`The prompt is ${tokens.length} tokens; this model reads at most ${this.info.contextLength}${cut}.`);
     }
     return tokens;
   }

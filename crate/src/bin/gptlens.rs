@@ -238,7 +238,7 @@ struct Loaded {
 
 impl Input {
     fn load(&self) -> Result<Loaded> {
-        let ckpt = Checkpoint::open(&self.model)?;
+        let ckpt = open_model(&self.model)?;
         let tokens = match (&self.prompt, &self.tokens) {
             (_, Some(ids)) => ids.clone(),
             (Some(text), None) => ckpt.tokenizer()?.encode(text)?,
@@ -326,6 +326,16 @@ fn thread_count(requested: Option<usize>) -> usize {
     }
 }
 
+/// The checkpoint at `path`; says so on stderr when its context had to be cut to fit the memory
+/// budget (`GPTLENS_MEMORY_BUDGET` allows more).
+fn open_model(path: &std::path::Path) -> Result<Checkpoint> {
+    let ckpt = Checkpoint::open(path)?;
+    if let Some(cut) = &ckpt.context_cut {
+        notice(&format!("note: {cut}"));
+    }
+    Ok(ckpt)
+}
+
 /// A line on stderr. A closed stderr is no reason to stop (or to panic, as `eprintln!` would).
 fn notice(text: &str) {
     let _ = writeln!(std::io::stderr(), "{text}");
@@ -369,7 +379,7 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             }
         }
         Command::Embed { model, text, show, json } => {
-            let ckpt = Checkpoint::open(&model)?;
+            let ckpt = open_model(&model)?;
             let tokenizer = ckpt.tokenizer()?;
             let mut session = session(&ckpt, backend, Ablation::none())?;
             let mut embedded = Vec::with_capacity(text.len());
@@ -449,7 +459,7 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             }
         }
         Command::Heads { model, prompt, tokens, seed, top, json } => {
-            let ckpt = Checkpoint::open(&model)?;
+            let ckpt = open_model(&model)?;
             let config = &ckpt.model.config;
             let tokens = match (prompt, tokens) {
                 (_, Some(ids)) => ids,
@@ -505,7 +515,7 @@ fn execute(command: Command, backend: BackendChoice) -> Result<(), Failure> {
             );
         }
         Command::Patch { model, clean, corrupt, clean_tokens, corrupt_tokens, answer, wrong, top, json } => {
-            let ckpt = Checkpoint::open(&model)?;
+            let ckpt = open_model(&model)?;
             let (clean, corrupt) = match (clean, corrupt, clean_tokens, corrupt_tokens) {
                 (_, _, Some(a), Some(b)) => (a, b),
                 (Some(a), Some(b), _, _) => (ckpt.tokenizer()?.encode(&a)?, ckpt.tokenizer()?.encode(&b)?),
@@ -851,7 +861,7 @@ fn train(a: TrainArgs) -> Result<()> {
     let bytes = read_text(&a.data)?;
     let corpus = Corpus::from_bytes(&bytes, val_fraction, config.n_ctx)?;
     let mut trainer = if a.resume {
-        let mut trainer = Trainer::from_model(&Checkpoint::open(&a.out)?.model)?;
+        let mut trainer = Trainer::from_model(&open_model(&a.out)?.model)?;
         let optimizer = std::fs::read(a.out.join("optimizer.safetensors"))
             .map_err(|e| Error::InvalidArgument(format!("cannot read the optimizer state: {e}")))?;
         trainer.restore_optimizer(&optimizer)?;

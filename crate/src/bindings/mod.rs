@@ -65,8 +65,10 @@ export interface ModelInfo {
   dModel: number;
   dFf: number;
   vocabSize: number;
-  /** Longest token sequence the model accepts (`n_positions`). */
+  /** Longest token sequence the model accepts (`n_positions`): the file's context, or fewer when that is all the memory budget holds (`contextCut` says so). */
   contextLength: number;
+  /** Why `contextLength` is shorter than the file's context: a session at the whole context does not fit beside the weights in the memory budget (in wasm32, what 4 GiB leaves). */
+  contextCut?: string;
   nParams: number;
   /** Bytes the weights occupy in memory (quantized weights stay quantized). */
   memoryBytes: number;

@@ -46,6 +46,9 @@ struct ModelInfo {
     d_ff: usize,
     vocab_size: usize,
     context_length: usize,
+    /// Why the context is shorter than the file's, when the memory budget cut it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_cut: Option<String>,
     n_params: usize,
     /// Bytes the weights occupy in memory (quantized blocks stay quantized).
     memory_bytes: usize,
@@ -116,6 +119,7 @@ impl Model {
             d_ff: c.d_ff,
             vocab_size: c.vocab_size,
             context_length: c.n_ctx,
+            context_cut: self.checkpoint.context_cut.clone(),
             n_params: model.weights.n_params(),
             memory_bytes: model.weights.memory_bytes(),
             has_tokenizer: self.checkpoint.tokenizer.is_some(),

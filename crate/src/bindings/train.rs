@@ -119,6 +119,7 @@ impl Trainer {
             tokenizer: Some(crate::tokenizer::Tokenizer::Bytes),
             tokenizer_problem: None,
             name: Some("trained in the page".into()),
+            context_cut: None,
         };
         Ok(Model::from_checkpoint(checkpoint))
     }

@@ -57,6 +57,9 @@ pub const MAX_SAFETENSORS_HEADER_BYTES: usize = 16 << 20;
 pub const DEFAULT_NATIVE_BUDGET: u64 = 16 << 30;
 /// Natively, overrides [`DEFAULT_NATIVE_BUDGET`]: bytes, or with a K/M/G/T suffix (powers of 1024).
 pub const BUDGET_ENV: &str = "GPTLENS_MEMORY_BUDGET";
+/// A context cut to fit the memory budget is a multiple of this many positions (the KV cache
+/// grows in steps of this size too), and no model loads with fewer.
+pub const CONTEXT_STEP: usize = 256;
 /// What a wasm32 module can address.
 pub const WASM32_ADDRESS_SPACE: u64 = 1 << 32;
 
@@ -145,6 +148,36 @@ impl Budget {
             return Ok(Budget { bytes: bytes.min(wasm), origin, files });
         }
         Ok(Budget { bytes, origin, files })
+    }
+
+    /// The positions a session of this model may use: its whole context (`n_ctx`) when a session
+    /// that long fits beside the weights and the files, else the most (a multiple of
+    /// [`CONTEXT_STEP`]) that do, as llama.cpp runs a long-context model at a shorter context
+    /// than it was trained for. A 1B model with 131,072 positions needs 8 GiB of f32 KV cache at
+    /// its whole context, more than WebAssembly can address; its first thousands of positions
+    /// fit. Refuses the model (naming every part) when not even [`CONTEXT_STEP`] positions fit.
+    pub fn fit(&self, n_ctx: usize, need_at: impl Fn(usize) -> Result<Need>) -> Result<usize> {
+        let whole = need_at(n_ctx)?;
+        if self.check(&whole).is_ok() {
+            return Ok(n_ctx);
+        }
+        // A need grows with the positions: the largest step count that fits, by bisection.
+        let fits = |steps: usize| Ok::<bool, Error>(self.check(&need_at(steps * CONTEXT_STEP)?).is_ok());
+        let mut high = n_ctx / CONTEXT_STEP;
+        if high == 0 || !fits(1)? {
+            // Not even one step: refused with the parts of the whole context, what the file asks for.
+            return self.check(&whole).map(|()| n_ctx);
+        }
+        let mut low = 1;
+        while low < high {
+            let mid = low + (high - low).div_ceil(2);
+            if fits(mid)? {
+                low = mid;
+            } else {
+                high = mid - 1;
+            }
+        }
+        Ok(low * CONTEXT_STEP)
     }
 
     /// Refuses a model whose weights, a session at the full context and the files held while
@@ -261,6 +294,21 @@ mod tests {
         assert_eq!(human_bytes(512), "512 bytes");
         assert_eq!(human_bytes(3 << 29), "1.5 GiB");
         assert_eq!(human_bytes(u64::MAX), "16777216.0 TiB");
+    }
+
+    #[test]
+    fn a_context_is_cut_to_the_most_positions_that_fit() {
+        // 1000 bytes of weights and 10 bytes a position.
+        let need_at = |n_ctx: usize| Ok(Need { weights: 1000, kv_cache: 10 * n_ctx as u64, scratch: 0, n_ctx });
+        let budget = |bytes| Budget { bytes, origin: BudgetOrigin::Option, files: 0 };
+        assert_eq!(budget(1000 + 10 * 5000).fit(5000, need_at).unwrap(), 5000, "the whole context fits");
+        assert_eq!(budget(1000 + 10 * 4999).fit(5000, need_at).unwrap(), 4864, "19 steps of 256");
+        assert_eq!(budget(1000 + 10 * 256).fit(1 << 20, need_at).unwrap(), 256);
+        let e = budget(1000 + 10 * 255).fit(1 << 20, need_at).unwrap_err().to_string();
+        assert!(e.contains("1048576 positions"), "not even one step fits: refused with the whole context's parts: {e}");
+        // A context shorter than a step is all or nothing.
+        assert_eq!(budget(1000 + 10 * 100).fit(100, need_at).unwrap(), 100);
+        assert!(budget(1000 + 10 * 99).fit(100, need_at).is_err());
     }
 
     #[test]

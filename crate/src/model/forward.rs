@@ -20,15 +20,16 @@ use crate::trace::{Hook, NormSite};
 /// Tokens per forward chunk.
 pub const CHUNK: usize = 64;
 
-/// The bytes a CPU session holds at its largest, a chunk of every hook captured aside: its KV
-/// cache at `n_ctx` positions, and its scratch (activations, the attention probabilities of a
-/// chunk at `n_ctx` positions, a chunk's logits, the last logits). `None` when a product
-/// overflows u64. The loaders refuse a model whose weights and this do not fit in the budget, so
-/// a session never runs out of memory by growing up to the context.
-pub(crate) fn session_bytes(c: &Config) -> Option<(u64, u64)> {
+/// The bytes a CPU session of `positions` positions holds at its largest, a chunk of every hook
+/// captured aside: its KV cache, and its scratch (activations, the attention probabilities of a
+/// chunk over every position, a chunk's logits, the last logits). `None` when a product
+/// overflows u64. The loaders fit the context to the budget with this (see
+/// [`crate::formats::limits::Budget::fit`]), so a session never runs out of memory by growing up
+/// to the context.
+pub(crate) fn session_bytes(c: &Config, positions: usize) -> Option<(u64, u64)> {
     use crate::formats::limits::product;
     let [n, d, ff, v, ctx, heads] =
-        [c.chunk_len(), c.d_model, c.d_ff, c.vocab_size, c.n_ctx, c.n_head].map(|x| x as u64);
+        [c.chunk_len().min(positions), c.d_model, c.d_ff, c.vocab_size, positions, c.n_head].map(|x| x as u64);
     let (q, kv, layers) = (c.q_dim() as u64, c.kv_dim() as u64, c.n_layer as u64);
     let kv_cache = product(&[2, layers, ctx, kv, 4])?;
     let gates = if c.variant.mlp.gated() { 2 } else { 1 };

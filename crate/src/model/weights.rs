@@ -155,9 +155,10 @@ impl Weights {
     }
 
     /// Reads a Hugging Face safetensors checkpoint (GPT-2 or LLaMA names). Every tensor's
-    /// presence, shape and dtype is checked, and the weights plus a session at the full context
-    /// are checked against `budget`, before anything is allocated.
-    pub fn from_safetensors(config: &Config, file: &SafetensorsFile, budget: &Budget) -> Result<Weights> {
+    /// presence, shape and dtype is checked, and the weights plus a session are fitted to
+    /// `budget`, before anything is allocated. Also returns the positions a session may use: the
+    /// model's context, or fewer when that is all the budget holds ([`Budget::fit`]).
+    pub fn from_safetensors(config: &Config, file: &SafetensorsFile, budget: &Budget) -> Result<(Weights, usize)> {
         let naming = match config.arch {
             Arch::Gpt2 if file.contains("transformer.wte.weight") => Naming::HfGpt2 { prefix: "transformer." },
             Arch::Gpt2 => Naming::HfGpt2 { prefix: "" },
@@ -179,7 +180,7 @@ impl Weights {
         // GPT-2's Conv1D matrices pass through one transposition buffer, the largest of them.
         let transposed = layout.tensors.iter().filter(|t| naming.is_conv1d(&t.name)).map(PlannedTensor::len).max();
         let floats_bytes = layout.n_floats.checked_add(transposed.unwrap_or(0)).and_then(|n| (n as u64).checked_mul(4));
-        budget.check(&need(config, floats_bytes)?)?;
+        let positions = fit_context(config, floats_bytes, budget)?;
         let mut floats = vec![0f32; layout.n_floats];
         for t in &layout.tensors {
             let (name, stored) = (naming.name(&t.name), naming.stored_shape(t));
@@ -197,7 +198,7 @@ impl Weights {
                 out.iter_mut().for_each(|w| *w += 1.0);
             }
         }
-        Ok(layout.into_weights(floats, Vec::new()))
+        Ok((layout.into_weights(floats, Vec::new()), positions))
     }
 
     /// Weights with every value drawn from a seeded generator: for benchmarks and tests that need
@@ -236,6 +237,8 @@ pub struct GgufFill {
     carry: Vec<u8>,
     /// The file offset the next piece may start at: pieces come in order.
     reached: usize,
+    /// The positions a session may use ([`Budget::fit`]).
+    positions: usize,
 }
 
 /// Where a planned tensor's bytes are, their type, and where they go.
@@ -286,7 +289,7 @@ impl GgufFill {
         }
         layout.compact_floats();
         let weight_bytes = (layout.n_floats as u64).checked_mul(4).and_then(|f| f.checked_add(n_blocks as u64));
-        budget.check(&need(config, weight_bytes)?)?;
+        let positions = fit_context(config, weight_bytes, budget)?;
         let order = order
             .into_iter()
             .map(|(range, ty, i)| {
@@ -304,7 +307,14 @@ impl GgufFill {
             float_at: 0,
             carry: Vec::new(),
             reached: 0,
+            positions,
         })
+    }
+
+    /// The positions a session may use: the model's context, or fewer when that is all the
+    /// budget holds ([`Budget::fit`]).
+    pub fn positions(&self) -> usize {
+        self.positions
     }
 
     /// Takes the file's bytes from `offset` on. Pieces must come in file order; bytes between
@@ -382,10 +392,15 @@ impl GgufFill {
     }
 }
 
-fn need(config: &Config, weight_bytes: Option<u64>) -> Result<Need> {
+/// The positions a session of `config` may use beside `weight_bytes` of weights (see
+/// [`Budget::fit`]).
+fn fit_context(config: &Config, weight_bytes: Option<u64>, budget: &Budget) -> Result<usize> {
     let weights = weight_bytes.ok_or_else(|| overflow("the weights"))?;
-    let (kv_cache, scratch) = super::forward::session_bytes(config).ok_or_else(|| overflow("a session's memory"))?;
-    Ok(Need { weights, kv_cache, scratch, n_ctx: config.n_ctx })
+    budget.fit(config.n_ctx, |positions| {
+        let (kv_cache, scratch) =
+            super::forward::session_bytes(config, positions).ok_or_else(|| overflow("a session's memory"))?;
+        Ok(Need { weights, kv_cache, scratch, n_ctx: positions })
+    })
 }
 
 /// `[in, out]` (Conv1D) → `[out, in]` (one row per output).

@@ -344,7 +344,8 @@ impl Trainer {
         let bytes = self.to_safetensors()?;
         let file = crate::formats::safetensors::SafetensorsFile::parse(&bytes)?;
         let budget = crate::formats::limits::Budget::resolve(None, bytes.len() as u64)?;
-        let weights = crate::model::Weights::from_safetensors(&self.config, &file, &budget)?;
-        Ok(Arc::new(Model { config: self.config.clone(), weights }))
+        let (weights, positions) = crate::model::Weights::from_safetensors(&self.config, &file, &budget)?;
+        let config = Config { n_ctx: self.config.n_ctx.min(positions), ..self.config.clone() };
+        Ok(Arc::new(Model { config, weights }))
     }
 }

@@ -10,6 +10,16 @@ pub fn fixture(path: &str) -> std::path::PathBuf {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
+/// Overwrites the u32 value of GGUF metadata `key` (found by its length-prefixed name).
+pub fn set_u32(gguf: &mut [u8], key: &str, value: u32) {
+    let mut needle = (key.len() as u64).to_le_bytes().to_vec();
+    needle.extend_from_slice(key.as_bytes());
+    needle.extend_from_slice(&4u32.to_le_bytes()); // value type u32
+    let at = gguf.windows(needle.len()).position(|w| w == needle).unwrap_or_else(|| panic!("no u32 `{key}`"));
+    let at = at + needle.len();
+    gguf[at..at + 4].copy_from_slice(&value.to_le_bytes());
+}
+
 pub fn load(model: &str) -> gptlens::Checkpoint {
     gptlens::Checkpoint::open(&fixture(model)).unwrap_or_else(|e| panic!("loading {model}: {e}"))
 }

@@ -60,7 +60,7 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
           'model',
           'model',
           model.name,
-          `${info.architecture} · ${info.nLayer} layers × ${info.nHead} heads${info.nKvHead < info.nHead ? ` (${info.nKvHead} key/value)` : ''} · d ${info.dModel} · vocab ${formatCount(info.vocabSize)} · context ${info.contextLength}`,
+          `${info.architecture} · ${info.nLayer} layers × ${info.nHead} heads${info.nKvHead < info.nHead ? ` (${info.nKvHead} key/value)` : ''} · d ${info.dModel} · vocab ${formatCount(info.vocabSize)} · context ${info.contextLength}${info.contextCut ? ` (${info.contextCut})` : ''}`,
         ),
         fact(
           'size',

@@ -84,10 +84,13 @@ pub fn softmax_with_temperature(logits: &[f32], temperature: f32) -> Result<Vec<
     if !max.is_finite() {
         return Err(Error::InvalidArgument("the logits are not finite numbers".into()));
     }
-    let mut total = 0.0f64;
     for (p, &l) in probs.iter_mut().zip(logits) {
-        *p = libm::expf((l - max) / temperature);
-        total += f64::from(*p);
+        *p = (l - max) / temperature;
+    }
+    crate::kernels::exp_in_place(&mut probs);
+    let mut total = 0.0f64;
+    for &p in &probs {
+        total += f64::from(p);
     }
     for p in &mut probs {
         *p = (f64::from(*p) / total) as f32;

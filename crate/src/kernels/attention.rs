@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use super::{add_scaled, dot, sum};
+use super::{add_scaled, dot, exp_in_place, sum};
 
 /// One head's keys and values in the KV cache: key `j` is `keys[j·stride .. j·stride + hd]` (the
 /// cache holds all heads side by side; `keys` and `values` start at this head's column).
@@ -52,8 +52,9 @@ pub fn attend(
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     for v in x.iter_mut() {
-        *v = libm::expf(*v - max);
+        *v -= max;
     }
+    exp_in_place(x);
     let total = sum(x);
     for v in x.iter_mut() {
         *v /= total;

@@ -58,3 +58,10 @@ pub fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
         *o += p * v;
     }
 }
+
+/// `x[i] = e^x[i]`, by `libm`'s `expf`: the definition every platform's result equals.
+pub fn exp_in_place(x: &mut [f32]) {
+    for v in x {
+        *v = libm::expf(*v);
+    }
+}

@@ -9,7 +9,6 @@ pub fn fixture(path: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures")).join(path)
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 /// Overwrites the u32 value of GGUF metadata `key` (found by its length-prefixed name).
 pub fn set_u32(gguf: &mut [u8], key: &str, value: u32) {
     let mut needle = (key.len() as u64).to_le_bytes().to_vec();
@@ -20,6 +19,7 @@ pub fn set_u32(gguf: &mut [u8], key: &str, value: u32) {
     gguf[at..at + 4].copy_from_slice(&value.to_le_bytes());
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 pub fn load(model: &str) -> gptlens::Checkpoint {
     gptlens::Checkpoint::open(&fixture(model)).unwrap_or_else(|e| panic!("loading {model}: {e}"))
 }

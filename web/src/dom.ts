@@ -26,6 +26,11 @@ export function setText(element: Element, text: string): void {
   if (element.textContent !== text) element.textContent = text;
 }
 
+/** Sets a text node's data unless it already reads so. */
+export function setData(text: Text, data: string): void {
+  if (text.data !== data) text.data = data;
+}
+
 /** Shows or hides `element` unless it already is so. */
 export function setHidden(element: HTMLElement, hidden: boolean): void {
   if (element.hidden !== hidden) element.hidden = hidden;
@@ -64,7 +69,7 @@ export function morphChildren(parent: Element, fresh: readonly Node[]): void {
 function morph(current: Node, next: Node): boolean {
   if (current.nodeName !== next.nodeName) return false;
   if (current instanceof Text) {
-    if (current.data !== (next as Text).data) current.data = (next as Text).data;
+    setData(current, (next as Text).data);
     return true;
   }
   if (!(current instanceof Element) || !(next instanceof Element) || listening.has(current) || listening.has(next)) return false;

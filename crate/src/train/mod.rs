@@ -345,7 +345,8 @@ impl Trainer {
         let file = crate::formats::safetensors::SafetensorsFile::parse(&bytes)?;
         let budget = crate::formats::limits::Budget::resolve(None, bytes.len() as u64)?;
         let (weights, positions) = crate::model::Weights::from_safetensors(&self.config, &file, &budget)?;
-        let config = Config { n_ctx: self.config.n_ctx.min(positions), ..self.config.clone() };
+        // The positions the budget holds: the whole context, or fewer (`Budget::fit`).
+        let config = Config { n_ctx: positions, ..self.config.clone() };
         Ok(Arc::new(Model { config, weights }))
     }
 }

@@ -127,7 +127,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
     setText(detailHelp, state.model?.engine.info.attention === 'bidirectional' ? DETAIL_HELP_ENCODER : DETAIL_HELP_CAUSAL);
     setText(title, `Layer ${head.layer} · Head ${head.head}`);
     for (const button of tabs.children) setAttribute(button, 'aria-selected', String((button as HTMLElement).dataset.mode === detailView));
-    zoomBar.hidden = detailView !== 'map';
+    setHidden(zoomBar, detailView !== 'map');
     if (!analysis || !headMap(analysis, head.layer, head.head)) {
       setHidden(sinkNote, true);
       morphChildren(body, [h('p', { class: 'empty-note' }, emptyNote(state))]);

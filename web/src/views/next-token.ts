@@ -4,7 +4,7 @@
 // every view following each new token.
 import type { SamplingParams } from 'gptlens';
 import type { Candidate } from '../analysis.ts';
-import { formatCount, formatPercent, h, setAttribute, setHidden, setText, tokenText } from '../dom.ts';
+import { formatCount, formatPercent, h, setAttribute, setData, setHidden, setText, tokenText } from '../dom.ts';
 import type { Live } from '../live.ts';
 import { downloadCsv, exportButton, howTo } from '../panel-tools.ts';
 import { touched, type State, type Store } from '../store.ts';
@@ -179,9 +179,6 @@ function candidateRow(): CandidateRow {
     probabilityCell,
     h('span', { class: 'candidate-sampled' }, sampledWhat, sampledProbability),
   );
-  const setData = (text: Text, data: string) => {
-    if (text.data !== data) text.data = data;
-  };
   return {
     item: h('li', {}, button),
     show(candidate) {

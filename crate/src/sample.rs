@@ -123,7 +123,12 @@ pub fn most_probable_under(logits: &[f32], params: &SamplingParams, k: usize) ->
     if params.top_k.is_none() && params.top_p.is_none() {
         return Ok(most_probable(&probs, k));
     }
-    Ok(survivors(&probs, params).into_iter().take(k).take_while(|&(_, p)| p > 0.0).collect())
+    let mut kept = survivors(&probs, params);
+    // Renormalising can round two different probabilities to one value: those rank by id, as
+    // `most_probable` ranks `filtered_probs`. The list is otherwise in order already, so the sort
+    // only reorders runs of equal values (near-linear on sorted input).
+    kept.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(kept.into_iter().take(k).take_while(|&(_, p)| p > 0.0).collect())
 }
 
 /// The tokens top-k and top-p keep, most probable first, with their probabilities renormalised
@@ -307,6 +312,21 @@ impl Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `sampler` fuzz target: tokens 0 and 2 are different before top-p renormalises
+    /// them and equal after, and were listed 2 before 0 (ranked by the values before).
+    #[test]
+    fn survivors_equal_after_renormalising_are_ranked_by_id() {
+        let logits = [0x00c0_a000, 0x38d3_f7ac, 0x3333_0000, 0x0000_3d3d].map(f32::from_bits);
+        let params = SamplingParams {
+            temperature: f32::from_bits(0x3f2a_cccd),
+            top_k: Some(usize::MAX),
+            top_p: Some(f32::from_bits(0x3f22_9eed)),
+        };
+        let listed = most_probable(&filtered_probs(&logits, &params).unwrap(), 10);
+        assert_eq!(listed.iter().map(|&(i, _)| i).collect::<Vec<_>>(), [1, 0, 2]);
+        assert_eq!(most_probable_under(&logits, &params, 10).unwrap(), listed);
+    }
 
     #[test]
     fn the_stream_is_pinned() {

@@ -124,10 +124,11 @@ impl PackedType {
 /// A decode pass reads four rows of a few hundred bytes each (SmolLM2: 576 weights, 360–648
 /// bytes) and moves on to the next four, so the hardware prefetchers, which need several misses
 /// in a stream before they run ahead, never get going: a decode step ran at ~4 GB/s, 40 % of what
-/// llama.cpp streams on the same core, stalled on the rows' loads. The kernels therefore touch,
-/// block by block, the rows of the pass after theirs. x86-64 has a prefetch instruction (SSE,
-/// always present); wasm has none, so there it is a volatile byte load whose value is dropped —
-/// the engine issues it and carries on, and the line is in the cache when its pass comes.
+/// llama.cpp streams on the same core, stalled on the rows' loads. The kernels therefore touch
+/// the rows of the pass after theirs. x86-64 has a prefetch instruction (SSE, always present),
+/// which never waits, and the AVX2 kernels issue it block by block; wasm has none, so there it is
+/// a volatile byte load whose value is dropped — a load the core waits for like any other, which
+/// the SIMD128 kernels therefore issue in one burst per pass (`simd128::fetch_lines_ahead`).
 #[inline(always)]
 pub fn fetch_ahead(bytes: &[u8], at: usize) {
     let Some(byte) = bytes.get(at) else { return };

@@ -229,6 +229,24 @@ fn input_blocks<'a>(x: &Input<'a>) -> (&'a [[f32; BLOCK]], &'a [[f32; LANES]]) {
     (x.x.as_chunks::<BLOCK>().0, x.sums.as_chunks::<LANES>().0)
 }
 
+/// Touches every cache line of `ahead[..len]` (the four rows after this pass's), all at once
+/// before the pass computes.
+///
+/// In wasm [`fetch_ahead`] is a real load, and a load that misses the cache holds up every
+/// instruction after it until its line arrives (they cannot retire before it): touched block by
+/// block, two or three lines per block, only a handful of misses were ever under way together and
+/// the pass waited on each, streaming ~3 GB/s. Touched in one burst, the lines of the next four
+/// rows are fetched side by side and the pass waits about once per four rows. SmolLM2 decode in
+/// Node, one thread, alternating builds: a step 48 → 28 ms (Q8_0), 34 → 27 ms (Q4_0), 32–44 →
+/// 27–31 ms (Q4_1). Every other line (128-byte steps, leaving the rest to the hardware's
+/// adjacent-line fetch) was twice as slow: the lines left out were missed in the pass itself.
+#[inline(always)]
+fn fetch_lines_ahead(ahead: &[u8], len: usize) {
+    for at in (0..len).step_by(64) {
+        fetch_ahead(ahead, at);
+    }
+}
+
 #[inline(always)]
 fn rows4<F: Lanes<BYTES>, const BYTES: usize>(rows: [&[u8]; 4], x: Input, ahead: &[u8]) -> [f32; 4] {
     let n = x.x.len();
@@ -240,13 +258,8 @@ fn rows4<F: Lanes<BYTES>, const BYTES: usize>(rows: [&[u8]; 4], x: Input, ahead:
     );
     let (xb, sums) = input_blocks(&x);
     let (mut a0, mut a1, mut a2, mut a3) = (ZERO, ZERO, ZERO, ZERO);
-    let row_bytes = rows[0].len();
+    fetch_lines_ahead(ahead, 4 * rows[0].len());
     for b in 0..xb.len() {
-        if F::FETCH_AHEAD {
-            for r in 0..4 {
-                fetch_ahead(ahead, r * row_bytes + b * BYTES);
-            }
-        }
         let s = sums.get(b);
         accumulate(&mut a0, F::lanes(&r0[b]), &xb[b], s);
         accumulate(&mut a1, F::lanes(&r1[b]), &xb[b], s);
@@ -322,10 +335,6 @@ type Lanes4 = (v128, Option<v128>, [v128; 8]);
 /// How a packed block becomes its [`Lanes4`]. One zero-sized type per format, so that each kernel
 /// has it inlined.
 trait Lanes<const BYTES: usize> {
-    /// Decode touches the next rows ahead ([`fetch_ahead`]). SmolLM2 decode in Node, one
-    /// thread, builds with and without alternating: Q8_0 +5 and +10 % in two runs; the 4-bit
-    /// formats within the runs' noise (±10 %), so they skip the extra loads.
-    const FETCH_AHEAD: bool;
     fn lanes(b: &[u8; BYTES]) -> Lanes4;
 }
 
@@ -356,7 +365,6 @@ fn nibbles(w: v128) -> [v128; 8] {
 }
 
 impl Lanes<20> for Q4_0 {
-    const FETCH_AHEAD: bool = false;
     #[inline(always)]
     fn lanes(b: &[u8; 20]) -> Lanes4 {
         let eight = i32x4_splat(8);
@@ -365,7 +373,6 @@ impl Lanes<20> for Q4_0 {
 }
 
 impl Lanes<24> for Q4_1 {
-    const FETCH_AHEAD: bool = false;
     #[inline(always)]
     fn lanes(b: &[u8; 24]) -> Lanes4 {
         (f32_at(b, 0), Some(f32_at(b, 4)), nibbles(words::<8, 24>(b)).map(|q| f32x4_convert_i32x4(q)))
@@ -381,7 +388,6 @@ fn bytes(w0: v128, w1: v128) -> [v128; 8] {
 }
 
 impl Lanes<36> for Q8_0 {
-    const FETCH_AHEAD: bool = true;
     #[inline(always)]
     fn lanes(b: &[u8; 36]) -> Lanes4 {
         (f32_at(b, 0), None, bytes(words::<4, 36>(b), words::<20, 36>(b)))
@@ -390,7 +396,6 @@ impl Lanes<36> for Q8_0 {
 
 /// Q5_1: Q8_0's bytes (5-bit, so never negative) after a scale and a min.
 impl Lanes<40> for Q5_1 {
-    const FETCH_AHEAD: bool = true;
     #[inline(always)]
     fn lanes(b: &[u8; 40]) -> Lanes4 {
         (f32_at(b, 0), Some(f32_at(b, 4)), bytes(words::<8, 40>(b), words::<24, 40>(b)))

@@ -119,34 +119,6 @@ impl PackedType {
     }
 }
 
-/// Asks for byte `at` of `bytes` to be on its way into the cache, if it exists.
-///
-/// A decode pass reads four rows of a few hundred bytes each (SmolLM2: 576 weights, 360–648
-/// bytes) and moves on to the next four, so the hardware prefetchers, which need several misses
-/// in a stream before they run ahead, never get going: a decode step ran at ~4 GB/s, 40 % of what
-/// llama.cpp streams on the same core, stalled on the rows' loads. The kernels therefore touch
-/// the rows of the pass after theirs. x86-64 has a prefetch instruction (SSE, always present),
-/// which never waits, and the AVX2 kernels issue it block by block; wasm has none, so there it is
-/// a volatile byte load whose value is dropped — a load the core waits for like any other, which
-/// the SIMD128 kernels therefore issue in one burst per pass (`simd128::fetch_lines_ahead`).
-#[inline(always)]
-pub fn fetch_ahead(bytes: &[u8], at: usize) {
-    let Some(byte) = bytes.get(at) else { return };
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing and cannot fault; the address is inside `bytes` anyway.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(byte).cast());
-    }
-    #[cfg(target_arch = "wasm32")]
-    // SAFETY: `byte` is a valid reference.
-    unsafe {
-        std::ptr::read_volatile(byte);
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "wasm32")))]
-    let _ = byte;
-}
-
 /// Appends the packed form of `file_bytes`, whole blocks of `source` as a GGUF file stores them.
 ///
 /// # Panics
@@ -287,45 +259,41 @@ pub fn prepare_input<'a>(
     move |t| Input { x: &xs[t * n..(t + 1) * n], sums: &room[t * per..(t + 1) * per] }
 }
 
-/// `NR` packed rows against `NT` prepared inputs: `out[r][t] = row_r · x_t`. Every result has the
-/// bits of `dot::<1, 1>` on that row and input alone.
+/// One packed row against `NT` prepared inputs: `out[t] = row · x_t`. Every result has the bits
+/// of `dot::<1>` on that input alone.
 ///
 /// # Panics
-/// If a row is not `ty.row_bytes(n)` long for the inputs' length `n`.
+/// If the row is not `ty.row_bytes(n)` long for the inputs' length `n`.
 #[inline(always)]
-pub fn dot<const NR: usize, const NT: usize>(ty: PackedType, rows: [&[u8]; NR], xs: [Input; NT]) -> [[f32; NT]; NR] {
+pub fn dot<const NT: usize>(ty: PackedType, row: &[u8], xs: [Input; NT]) -> [f32; NT] {
     let n = xs.first().map_or(0, |x| x.x.len());
-    for row in rows {
-        assert_eq!(ty.row_bytes(n), Some(row.len()), "packed row of the wrong size");
-    }
+    assert_eq!(ty.row_bytes(n), Some(row.len()), "packed row of the wrong size");
     for x in &xs {
         x.check(ty, n);
     }
-    let mut acc = [[[0.0f32; LANES]; NT]; NR];
+    let mut acc = [[0.0f32; LANES]; NT];
     for b in 0..n / BLOCK {
-        for r in 0..NR {
-            let (d, m, v) = unpack(ty, &rows[r][b * ty.block_bytes()..(b + 1) * ty.block_bytes()]);
-            for t in 0..NT {
-                let x = &xs[t].x[b * BLOCK..(b + 1) * BLOCK];
-                let mut p = [0.0f32; LANES];
+        let (d, m, v) = unpack(ty, &row[b * ty.block_bytes()..(b + 1) * ty.block_bytes()]);
+        for t in 0..NT {
+            let x = &xs[t].x[b * BLOCK..(b + 1) * BLOCK];
+            let mut p = [0.0f32; LANES];
+            for j in 0..LANES {
+                p[j] = v[j] * x[j];
+            }
+            for c in 1..4 {
                 for j in 0..LANES {
-                    p[j] = v[j] * x[j];
+                    p[j] += v[8 * c + j] * x[8 * c + j];
                 }
-                for c in 1..4 {
-                    for j in 0..LANES {
-                        p[j] += v[8 * c + j] * x[8 * c + j];
-                    }
-                }
-                for j in 0..LANES {
-                    acc[r][t][j] += d * p[j];
-                    if ty.has_min() {
-                        acc[r][t][j] += m * xs[t].sums[b * LANES + j];
-                    }
+            }
+            for j in 0..LANES {
+                acc[t][j] += d * p[j];
+                if ty.has_min() {
+                    acc[t][j] += m * xs[t].sums[b * LANES + j];
                 }
             }
         }
     }
-    acc.map(|a| a.map(fold_lanes))
+    acc.map(fold_lanes)
 }
 
 /// `n_rows` packed rows of `n` weights of `ty` ([`sample_file_rows`] packed): test data for the
@@ -380,7 +348,7 @@ mod tests {
         let xs: Vec<f32> = (0..BLOCK).map(|_| 1.0).chain((0..BLOCK).map(|e| e as f32)).collect();
         let mut room = Vec::new();
         let input = prepare_input(PackedType::Q4_1, &xs, BLOCK, 2, &mut room);
-        assert_eq!(dot(PackedType::Q4_1, [&row[..]], [input(0), input(1)]), [[-8.0, -104.0]]);
+        assert_eq!(dot(PackedType::Q4_1, &row, [input(0), input(1)]), [-8.0, -104.0]);
     }
 
     /// Packing keeps every weight: decoding the packed row gives the file decoder's bits.
@@ -432,42 +400,34 @@ mod tests {
                 let mut room = Vec::new();
                 let input = prepare_input(ty, &x, n, 1, &mut room);
                 let rows: Vec<&[u8]> = packed.chunks(ty.row_bytes(n).unwrap()).collect();
-                let got = dot(ty, [rows[0], rows[1], rows[2], rows[3]], [input(0)]);
                 for r in 0..4 {
+                    let [got] = dot(ty, rows[r], [input(0)]);
                     let wr = &w[r * n..(r + 1) * n];
                     let exact: f64 = wr.iter().zip(&x).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
                     let magnitude: f64 = wr.iter().zip(&x).map(|(a, b)| (f64::from(*a) * f64::from(*b)).abs()).sum();
-                    let err = (f64::from(got[r][0]) - exact).abs();
+                    let err = (f64::from(got) - exact).abs();
                     assert!(
                         err <= 1e-6 * magnitude + 1e-30,
-                        "{ty:?} n = {n} row {r}: {} vs {exact} (Σ|wx| = {magnitude})",
-                        got[r][0]
+                        "{ty:?} n = {n} row {r}: {got} vs {exact} (Σ|wx| = {magnitude})"
                     );
                 }
             }
         }
     }
 
-    /// A row against four inputs at once, or four rows against one input, gives every result the
-    /// bits it has alone: decode and prefill agree to the bit.
+    /// A row against four inputs at once gives every result the bits it has alone: decode and
+    /// prefill agree to the bit.
     #[test]
     fn batched_dots_give_the_bits_of_single_ones() {
         for ty in TYPES {
             let n = 96;
-            let packed = sample_rows(ty, n, 4);
-            let rows: Vec<&[u8]> = packed.chunks(ty.row_bytes(n).unwrap()).collect();
+            let packed = sample_rows(ty, n, 1);
             let xs = wild(4 * n, 5);
             let mut room = Vec::new();
             let input = prepare_input(ty, &xs, n, 4, &mut room);
-            let by_rows = dot(ty, [rows[0], rows[1], rows[2], rows[3]], [input(2)]);
-            let by_inputs = dot(ty, [rows[1]], [input(0), input(1), input(2), input(3)]);
-            for r in 0..4 {
-                assert_eq!(by_rows[r][0].to_bits(), dot(ty, [rows[r]], [input(2)])[0][0].to_bits(), "{ty:?} row {r}");
-                assert_eq!(
-                    by_inputs[0][r].to_bits(),
-                    dot(ty, [rows[1]], [input(r)])[0][0].to_bits(),
-                    "{ty:?} input {r}"
-                );
+            let by_inputs = dot(ty, &packed, [input(0), input(1), input(2), input(3)]);
+            for (t, got) in by_inputs.into_iter().enumerate() {
+                assert_eq!(got.to_bits(), dot(ty, &packed, [input(t)])[0].to_bits(), "{ty:?} input {t}");
             }
         }
     }

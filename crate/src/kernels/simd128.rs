@@ -18,7 +18,7 @@ use core::arch::wasm32::{
     u32x4_splat, v128, v128_and, v128_any_true, v128_bitselect, v128_load, v128_store,
 };
 
-use super::packed::{fetch_ahead, Input, PackedType, BLOCK};
+use super::packed::{Input, PackedType, BLOCK};
 use super::{fold_lanes, LANES};
 
 /// Lanes 0–3 and 4–7 of one group of [`LANES`] values.
@@ -168,27 +168,6 @@ pub fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
     }
 }
 
-/// [`packed::dot`] of four packed rows against one input (decode), bit for bit.
-///
-/// A block becomes eight vectors of lane integers, vector `g` holding elements `4g..4g+4` (two
-/// shifts by constants and a conversion each); even vectors feed partial sums 0–3, odd ones 4–7,
-/// in the order of the definition. The three kernels spell out their accumulators one by one: as
-/// arrays indexed in a loop, LLVM kept them in memory and V8 loaded and stored them every block.
-///
-/// # Panics
-/// If a row is not `ty.row_bytes(n)` long for the input's length `n`, or a Q4_1 input has no sums.
-// Out of line: merged into matmul's (large) tile function, the kernels ran 10–15% slower in V8.
-#[inline(never)]
-pub fn dot_packed_rows4(ty: PackedType, rows: [&[u8]; 4], x: Input, ahead: &[u8]) -> [f32; 4] {
-    x.check(ty, x.x.len());
-    match ty {
-        PackedType::Q4_0 => rows4::<Q4_0, 20>(rows, x, ahead),
-        PackedType::Q4_1 => rows4::<Q4_1, 24>(rows, x, ahead),
-        PackedType::Q5_1 => rows4::<Q5_1, 40>(rows, x, ahead),
-        PackedType::Q8_0 => rows4::<Q8_0, 36>(rows, x, ahead),
-    }
-}
-
 /// [`packed::dot`] of one packed row against four inputs (prefill), bit for bit.
 #[inline(never)]
 pub fn dot_packed_inputs4(ty: PackedType, row: &[u8], xs: [Input; 4]) -> [f32; 4] {
@@ -203,7 +182,8 @@ pub fn dot_packed_inputs4(ty: PackedType, row: &[u8], xs: [Input; 4]) -> [f32; 4
     }
 }
 
-/// [`packed::dot`] of one packed row against one input, bit for bit.
+/// [`packed::dot`] of one packed row against one input (decode), bit for bit.
+// Out of line: merged into matmul's (large) tile function, the kernels ran 10–15% slower in V8.
 #[inline(never)]
 pub fn dot_packed(ty: PackedType, row: &[u8], x: Input) -> f32 {
     x.check(ty, x.x.len());
@@ -227,46 +207,6 @@ fn blocks<const BYTES: usize>(row: &[u8], n: usize) -> &[[u8; BYTES]] {
 #[inline(always)]
 fn input_blocks<'a>(x: &Input<'a>) -> (&'a [[f32; BLOCK]], &'a [[f32; LANES]]) {
     (x.x.as_chunks::<BLOCK>().0, x.sums.as_chunks::<LANES>().0)
-}
-
-/// Touches every cache line of `ahead[..len]` (the four rows after this pass's), all at once
-/// before the pass computes.
-///
-/// In wasm [`fetch_ahead`] is a real load, and a load that misses the cache holds up every
-/// instruction after it until its line arrives (they cannot retire before it): touched block by
-/// block, two or three lines per block, only a handful of misses were ever under way together and
-/// the pass waited on each, streaming ~3 GB/s. Touched in one burst, the lines of the next four
-/// rows are fetched side by side and the pass waits about once per four rows. SmolLM2 decode in
-/// Node, one thread, alternating builds: a step 48 → 28 ms (Q8_0), 34 → 27 ms (Q4_0), 32–44 →
-/// 27–31 ms (Q4_1). Every other line (128-byte steps, leaving the rest to the hardware's
-/// adjacent-line fetch) was twice as slow: the lines left out were missed in the pass itself.
-#[inline(always)]
-fn fetch_lines_ahead(ahead: &[u8], len: usize) {
-    for at in (0..len).step_by(64) {
-        fetch_ahead(ahead, at);
-    }
-}
-
-#[inline(always)]
-fn rows4<F: Lanes<BYTES>, const BYTES: usize>(rows: [&[u8]; 4], x: Input, ahead: &[u8]) -> [f32; 4] {
-    let n = x.x.len();
-    let (r0, r1, r2, r3) = (
-        blocks::<BYTES>(rows[0], n),
-        blocks::<BYTES>(rows[1], n),
-        blocks::<BYTES>(rows[2], n),
-        blocks::<BYTES>(rows[3], n),
-    );
-    let (xb, sums) = input_blocks(&x);
-    let (mut a0, mut a1, mut a2, mut a3) = (ZERO, ZERO, ZERO, ZERO);
-    fetch_lines_ahead(ahead, 4 * rows[0].len());
-    for b in 0..xb.len() {
-        let s = sums.get(b);
-        accumulate(&mut a0, F::lanes(&r0[b]), &xb[b], s);
-        accumulate(&mut a1, F::lanes(&r1[b]), &xb[b], s);
-        accumulate(&mut a2, F::lanes(&r2[b]), &xb[b], s);
-        accumulate(&mut a3, F::lanes(&r3[b]), &xb[b], s);
-    }
-    [a0, a1, a2, a3].map(fold)
 }
 
 #[inline(always)]
@@ -481,9 +421,9 @@ mod tests {
         assert_ne!(in_order.to_bits(), scalar::sum(&x).to_bits());
     }
 
-    /// Every packed type, for every shape the matmul uses (4 rows × 1 input when decoding, 1 row × 4
-    /// inputs when prefilling, 1 × 1 for the rest), on rows whose scales span normal and subnormal
-    /// f16 values and inputs spanning twelve orders of magnitude.
+    /// Every packed type, for both shapes the matmul uses (1 row × 4 inputs when prefilling, 1 × 1
+    /// when decoding and for the rest), on rows whose scales span normal and subnormal f16 values
+    /// and inputs spanning twelve orders of magnitude.
     #[wasm_bindgen_test]
     fn packed_dots_are_bit_identical_to_the_portable_code() {
         for ty in PACKED_TYPES {
@@ -493,18 +433,15 @@ mod tests {
                 let xs: Vec<f32> = wild(4 * n, 3);
                 let mut room = Vec::new();
                 let input = packed::prepare_input(ty, &xs, n, 4, &mut room);
-                let four_rows = [rows[0], rows[1], rows[2], rows[3]];
                 let four_inputs = [input(0), input(1), input(2), input(3)];
-                let bits = |a: Vec<f32>| a.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+                let bits = |a: &[f32]| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 let (simd, portable) =
-                    (super::dot_packed_rows4(ty, four_rows, input(1), &bytes), packed::dot(ty, four_rows, [input(1)]));
-                assert_eq!(bits(simd.to_vec()), bits(portable.concat()), "{ty:?} n = {n}, 4 rows");
-                let (simd, portable) =
-                    (super::dot_packed_inputs4(ty, rows[2], four_inputs), packed::dot(ty, [rows[2]], four_inputs));
-                assert_eq!(bits(simd.to_vec()), bits(portable.concat()), "{ty:?} n = {n}, 4 inputs");
-                let (simd, portable) =
-                    (super::dot_packed(ty, rows[3], input(2)), packed::dot(ty, [rows[3]], [input(2)]));
-                assert_eq!(bits(vec![simd]), bits(portable.concat()), "{ty:?} n = {n}, 1 × 1");
+                    (super::dot_packed_inputs4(ty, rows[2], four_inputs), packed::dot(ty, rows[2], four_inputs));
+                assert_eq!(bits(&simd), bits(&portable), "{ty:?} n = {n}, 4 inputs");
+                for (r, row) in rows.iter().enumerate() {
+                    let (simd, portable) = (super::dot_packed(ty, row, input(r)), packed::dot(ty, row, [input(r)]));
+                    assert_eq!(bits(&[simd]), bits(&portable), "{ty:?} n = {n}, row {r}");
+                }
             }
         }
     }

@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::packed::{fetch_ahead, Input, PackedType, BLOCK};
+use super::packed::{Input, PackedType, BLOCK};
 use super::{fold_lanes, LANES};
 
 /// [`super::dot_block`]: `W` weight rows against `R` input rows.
@@ -45,28 +45,23 @@ pub unsafe fn dot_block<const W: usize, const R: usize>(ws: [&[f32]; W], xs: [&[
     out
 }
 
-/// [`super::packed::dot`]: `NR` packed rows against `NT` prepared inputs, bit for bit.
+/// [`super::packed::dot`]: one packed row against `NT` prepared inputs, bit for bit.
 ///
 /// A block becomes four 8-lane vectors of lane integers, vector `c` holding elements `8c..8c+8`:
 /// the block's words are broadcast to both 128-bit halves and each half shifts its own nibble (or
 /// byte) into place. Multiply and add stay separate.
 ///
 /// # Safety
-/// The CPU must support AVX2. (Rows of `ty.row_bytes(n)` bytes for inputs of `n` values, and
+/// The CPU must support AVX2. (A row of `ty.row_bytes(n)` bytes for inputs of `n` values, and
 /// Q4_1's sums, are checked.)
 #[target_feature(enable = "avx2")]
-pub unsafe fn dot_packed<const NR: usize, const NT: usize>(
-    ty: PackedType,
-    rows: [&[u8]; NR],
-    xs: [Input; NT],
-    ahead: &[u8],
-) -> [[f32; NT]; NR] {
+pub unsafe fn dot_packed<const NT: usize>(ty: PackedType, row: &[u8], xs: [Input; NT]) -> [f32; NT] {
     // The per-format code is plain functions, inlined into each instantiation (see below).
     match ty {
-        PackedType::Q4_0 => dot_blocks::<NR, NT>(ty, rows, xs, ahead, lanes_q4_0),
-        PackedType::Q4_1 => dot_blocks::<NR, NT>(ty, rows, xs, ahead, lanes_q4_1),
-        PackedType::Q8_0 => dot_blocks::<NR, NT>(ty, rows, xs, ahead, lanes_q8_0),
-        PackedType::Q5_1 => dot_blocks::<NR, NT>(ty, rows, xs, ahead, lanes_q5_1),
+        PackedType::Q4_0 => dot_blocks::<NT>(ty, row, xs, lanes_q4_0),
+        PackedType::Q4_1 => dot_blocks::<NT>(ty, row, xs, lanes_q4_1),
+        PackedType::Q8_0 => dot_blocks::<NT>(ty, row, xs, lanes_q8_0),
+        PackedType::Q5_1 => dot_blocks::<NT>(ty, row, xs, lanes_q5_1),
     }
 }
 
@@ -74,53 +69,43 @@ pub unsafe fn dot_packed<const NR: usize, const NT: usize>(
 type Lanes = [__m256; 4];
 
 #[inline(always)]
-unsafe fn dot_blocks<const NR: usize, const NT: usize>(
+unsafe fn dot_blocks<const NT: usize>(
     ty: PackedType,
-    rows: [&[u8]; NR],
+    row: &[u8],
     xs: [Input; NT],
-    ahead: &[u8],
     lanes: unsafe fn(*const u8) -> (__m256, __m256, Lanes),
-) -> [[f32; NT]; NR] {
+) -> [f32; NT] {
     let n = xs.first().map_or(0, |x| x.x.len());
-    for row in rows {
-        assert_eq!(ty.row_bytes(n), Some(row.len()), "packed row of the wrong size");
-    }
+    assert_eq!(ty.row_bytes(n), Some(row.len()), "packed row of the wrong size");
     // The loads below read whole blocks of every input, and Q4_1's sums: check that they exist.
     for x in &xs {
         x.check(ty, n);
     }
     let with_min = ty.has_min();
-    let mut acc = [[_mm256_setzero_ps(); NT]; NR];
+    let mut acc = [_mm256_setzero_ps(); NT];
     for b in 0..n / BLOCK {
-        for r in 0..NR {
-            fetch_ahead(ahead, r * rows[r].len() + b * ty.block_bytes());
-            // SAFETY: block b is inside the row (length checked above).
-            let (d, m, v) = lanes(rows[r].as_ptr().add(b * ty.block_bytes()));
-            for t in 0..NT {
-                // SAFETY: elements 32b..32b+32 are inside every input (n = blocks × 32).
-                let x = xs[t].x.as_ptr().add(b * BLOCK);
-                let mut p = _mm256_mul_ps(v[0], _mm256_loadu_ps(x));
-                for (c, v) in v.iter().enumerate().skip(1) {
-                    p = _mm256_add_ps(p, _mm256_mul_ps(*v, _mm256_loadu_ps(x.add(8 * c))));
-                }
-                acc[r][t] = _mm256_add_ps(acc[r][t], _mm256_mul_ps(d, p));
-                if with_min {
-                    // SAFETY: Q4_1 inputs hold 8 sums per block.
-                    let s = _mm256_loadu_ps(xs[t].sums.as_ptr().add(b * LANES));
-                    acc[r][t] = _mm256_add_ps(acc[r][t], _mm256_mul_ps(m, s));
-                }
+        // SAFETY: block b is inside the row (length checked above).
+        let (d, m, v) = lanes(row.as_ptr().add(b * ty.block_bytes()));
+        for t in 0..NT {
+            // SAFETY: elements 32b..32b+32 are inside every input (n = blocks × 32).
+            let x = xs[t].x.as_ptr().add(b * BLOCK);
+            let mut p = _mm256_mul_ps(v[0], _mm256_loadu_ps(x));
+            for (c, v) in v.iter().enumerate().skip(1) {
+                p = _mm256_add_ps(p, _mm256_mul_ps(*v, _mm256_loadu_ps(x.add(8 * c))));
+            }
+            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, p));
+            if with_min {
+                // SAFETY: Q4_1 inputs hold 8 sums per block.
+                let s = _mm256_loadu_ps(xs[t].sums.as_ptr().add(b * LANES));
+                acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(m, s));
             }
         }
     }
-    let mut out = [[0.0; NT]; NR];
-    for r in 0..NR {
-        for t in 0..NT {
-            let mut lanes = [0.0f32; LANES];
-            _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r][t]);
-            out[r][t] = fold_lanes(lanes);
-        }
-    }
-    out
+    acc.map(|a| {
+        let mut lanes = [0.0f32; LANES];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), a);
+        fold_lanes(lanes)
+    })
 }
 
 #[inline(always)]
@@ -243,20 +228,21 @@ mod tests {
                 let xs = wild(4 * n, 3);
                 let mut room = Vec::new();
                 let input = packed::prepare_input(ty, &xs, n, 4, &mut room);
-                let (four_rows, four_inputs) =
-                    ([rows[0], rows[1], rows[2], rows[3]], [input(0), input(1), input(2), input(3)]);
+                let four_inputs = [input(0), input(1), input(2), input(3)];
                 let bits = |a: Vec<f32>| a.into_iter().map(f32::to_bits).collect::<Vec<_>>();
                 // SAFETY: AVX2 checked above; rows hold whole blocks for n weights.
-                let fast = unsafe { super::dot_packed(ty, four_rows, [input(1)], &bytes) };
+                for (r, row) in rows.iter().enumerate() {
+                    let fast = unsafe { super::dot_packed(ty, row, [input(r)]) };
+                    assert_eq!(
+                        bits(fast.to_vec()),
+                        bits(packed::dot(ty, row, [input(r)]).to_vec()),
+                        "{ty:?} n = {n}, row {r}"
+                    );
+                }
+                let fast = unsafe { super::dot_packed(ty, rows[2], four_inputs) };
                 assert_eq!(
-                    bits(fast.concat()),
-                    bits(packed::dot(ty, four_rows, [input(1)]).concat()),
-                    "{ty:?} n = {n}, 4 rows"
-                );
-                let fast = unsafe { super::dot_packed(ty, [rows[2]], four_inputs, &[]) };
-                assert_eq!(
-                    bits(fast.concat()),
-                    bits(packed::dot(ty, [rows[2]], four_inputs).concat()),
+                    bits(fast.to_vec()),
+                    bits(packed::dot(ty, rows[2], four_inputs).to_vec()),
                     "{ty:?} n = {n}, 4 inputs"
                 );
             }

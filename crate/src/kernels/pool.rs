@@ -46,18 +46,14 @@ pub fn run_as_team<R: Send>(pass: impl FnOnce() -> R + Send) -> R {
 /// Runs `task(i)` for every `i < n`, on the team when the calling thread leads one (and is not
 /// already inside one of its loops), else on rayon's pool. Returns when every task has run.
 pub fn for_each(n: usize, task: impl Fn(usize) + Sync) {
-    // One task per thread, each a run of consecutive items: claiming a task moves the board's
-    // cache line between cores, which costs as much as a small matmul tile, and measured, more
-    // tasks (2, 3, 4 per thread) decoded 5–15 % slower. A thread that starts late still finds its
-    // task taken by one that is done, so nobody waits for it.
-    let tasks = n.min(rayon::current_num_threads());
+    let threads = n.min(rayon::current_num_threads());
     // One item (a decode step's SwiGLU), or one thread: no one to share with, and handing the item
     // to a helper would only add a round trip between cores.
-    if tasks <= 1 {
+    if threads <= 1 {
         return (0..n).for_each(task);
     }
     let team = LEADING.replace(std::ptr::null());
-    if team.is_null() || tasks > MAX_TASKS {
+    if team.is_null() || threads > MAX_TASKS {
         LEADING.set(team);
         use rayon::prelude::*;
         return (0..n).into_par_iter().for_each(&task);
@@ -70,13 +66,49 @@ pub fn for_each(n: usize, task: impl Fn(usize) + Sync) {
         }
     }
     let _restore = Restore(team);
-    // Task c's items: n / tasks each, the first n % tasks one more (no product that can overflow).
-    let (each, extra) = (n / tasks, n % tasks);
-    let start = |c: usize| c * each + c.min(extra);
-    let items = |c: usize| start(c)..start(c + 1);
+    let runs = Runs::guided(n, threads);
     // SAFETY: `LEADING` is non-null only inside `run_as_team`'s body on the leader's thread, and
     // points at the team that outlives that body.
-    unsafe { &*team }.run(tasks, &|c| items(c).for_each(&task));
+    unsafe { &*team }.run(runs.count, &|c| runs.items(c).for_each(&task));
+}
+
+/// How a loop's items are cut into tasks: runs of consecutive items, each a share of what is left
+/// (half of it over the threads), so the runs shrink as the loop goes on — guided scheduling.
+///
+/// Why not one run per thread: in the page the engine's threads share the cores with the page's
+/// own thread, and a thread that loses its core in the middle of a half-loop held the other, which
+/// spins at the loop's end, for as long as it was off: a 15 ms busy spell of the page's thread
+/// during a 2-thread pass made the pass 8–16 ms slower, and a 1-thread pass no slower. With runs
+/// that shrink, the thread that keeps its core takes every run still unclaimed and waits at most
+/// for one small run. Claiming a run moves the board's cache line between cores, which is why the
+/// runs start large: a loop costs at most 32 claims, whatever its size (a decode matmul of 36 tiles on 2 threads: 9).
+struct Runs {
+    /// `bounds[c]..bounds[c + 1]` are task c's items.
+    bounds: [usize; Runs::MAX + 1],
+    count: usize,
+}
+
+impl Runs {
+    /// Most runs one loop is cut into: no run is shorter than `n / MAX` items (but the last).
+    const MAX: usize = 32;
+
+    fn guided(n: usize, threads: usize) -> Self {
+        let mut runs = Runs { bounds: [0; Runs::MAX + 1], count: 0 };
+        let shortest = n.div_ceil(Runs::MAX);
+        let mut start = 0;
+        while start < n {
+            let left = n - start;
+            let size = left.div_ceil(2 * threads).max(shortest).min(left);
+            start += size;
+            runs.count += 1;
+            runs.bounds[runs.count] = start;
+        }
+        runs
+    }
+
+    fn items(&self, c: usize) -> std::ops::Range<usize> {
+        self.bounds[c]..self.bounds[c + 1]
+    }
 }
 
 /// `task(i, chunk i of a)` for every `i < n`, where chunk `i` is `a[i·len..(i+1)·len]`; shared
@@ -365,7 +397,24 @@ mod tests {
         assert_eq!(total.load(Ordering::Relaxed), 200 * (20 + 6 + 3));
     }
 
-    /// Items split evenly over the tasks, whatever the count (checked through the chunks).
+    /// Runs cover every item once, in order, shrinking, within the most runs a loop may have.
+    #[test]
+    fn guided_runs_cover_every_item_once() {
+        for threads in [2, 3, 8] {
+            for n in [2, 3, 7, 36, 100, 1000, 100_000] {
+                let runs = Runs::guided(n, threads);
+                assert!(runs.count <= Runs::MAX && runs.bounds[0] == 0 && runs.bounds[runs.count] == n);
+                let sizes: Vec<usize> = (0..runs.count).map(|c| runs.items(c).len()).collect();
+                assert!(sizes.iter().all(|&s| s > 0), "{n} items, {threads} threads: {sizes:?}");
+                let shrinking = sizes[..sizes.len() - 1].windows(2).all(|w| w[0] >= w[1]);
+                assert!(shrinking, "{n} items, {threads} threads: {sizes:?}");
+            }
+        }
+        let sizes = |runs: Runs| (0..runs.count).map(|c| runs.items(c).len()).collect::<Vec<_>>();
+        assert_eq!(sizes(Runs::guided(36, 2)), [9, 7, 5, 4, 3, 2, 2, 2, 2], "a decode matmul of 36 tiles, 2 threads");
+    }
+
+    /// Items split over the tasks, whatever the count (checked through the chunks).
     #[test]
     fn chunks_cover_every_item_once() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();

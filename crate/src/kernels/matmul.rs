@@ -2,9 +2,8 @@
 //!
 //! Weights are `[out, in]`, so each output is a dot product of two contiguous rows. Work is split
 //! across threads by tiles of output rows; within a tile, weight rows meet four tokens at a time
-//! (prefill: two f32 rows or one packed row per pass); decoding, four f32 rows meet the token (a
-//! matvec, where four independent accumulator chains keep the SIMD units busy), and packed rows
-//! meet it one at a time (read front to back: see `packed_rows`).
+//! (prefill: two f32 rows or one packed row per pass); decoding, the rows meet the token one at a
+//! time, so that the matrix is read front to back (see `packed_rows`).
 
 use std::cell::RefCell;
 
@@ -203,23 +202,20 @@ impl<'a> Dest<'a> {
     }
 }
 
-/// Output rows `rows` for every token. f32 rows go in blocks: with fewer than four tokens (decode)
-/// four rows meet each token, so four independent sums are in flight; otherwise two rows meet four
-/// tokens (eight sums sharing six loads per group of lanes), the tokens in the outer loop so that
-/// their rows stay in the L1 cache while the tile's weight rows pass.
+/// Output rows `rows` for every token. Decoding (fewer than four tokens), one f32 row at a time,
+/// read front to back as the packed ones are (see [`packed_rows`]; they used to go four at a time
+/// for four independent sums in flight: GPT-2 small's shape in f32, a decode step in Node (wasm,
+/// 1 thread) 48–54 → 34–39 ms, the CLI at 1 thread 26–28 → 39–41 tok/s); otherwise two rows meet
+/// four tokens (eight sums sharing six loads per group of lanes), the tokens in the outer loop so
+/// that their rows stay in the L1 cache while the tile's weight rows pass.
 #[inline(always)]
 unsafe fn tile<K: DotBlock>(dest: Dest, w: WeightRows, rows: std::ops::Range<usize>) {
     let Shape { n_tok, n_in, .. } = dest.s;
     match w {
         WeightRows::F32(w) if n_tok < 4 => {
             let row = |o: usize| &w[o * n_in..(o + 1) * n_in];
-            for t in 0..n_tok {
-                let mut o = rows.start;
-                while o + 4 <= rows.end {
-                    dest.block::<K, 4, 1>([row(o), row(o + 1), row(o + 2), row(o + 3)], o, t);
-                    o += 4;
-                }
-                for o in o..rows.end {
+            for o in rows {
+                for t in 0..n_tok {
                     dest.block::<K, 1, 1>([row(o)], o, t);
                 }
             }

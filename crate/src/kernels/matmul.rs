@@ -215,9 +215,7 @@ unsafe fn tile<K: DotBlock>(dest: Dest, w: WeightRows, rows: std::ops::Range<usi
         WeightRows::F32(w) if n_tok < 4 => {
             let row = |o: usize| &w[o * n_in..(o + 1) * n_in];
             for o in rows {
-                for t in 0..n_tok {
-                    dest.block::<K, 1, 1>([row(o)], o, t);
-                }
+                dest.all_tokens::<K>(row(o), o);
             }
         }
         WeightRows::F32(w) => {

@@ -53,7 +53,7 @@ pub fn for_each(n: usize, task: impl Fn(usize) + Sync) {
         return (0..n).for_each(task);
     }
     let team = LEADING.replace(std::ptr::null());
-    if team.is_null() || threads > MAX_TASKS {
+    if team.is_null() {
         LEADING.set(team);
         use rayon::prelude::*;
         return (0..n).into_par_iter().for_each(&task);
@@ -81,7 +81,8 @@ pub fn for_each(n: usize, task: impl Fn(usize) + Sync) {
 /// during a 2-thread pass made the pass 8–16 ms slower, and a 1-thread pass no slower. With runs
 /// that shrink, the thread that keeps its core takes every run still unclaimed and waits at most
 /// for one small run. Claiming a run moves the board's cache line between cores, which is why the
-/// runs start large: a loop costs at most 32 claims, whatever its size (a decode matmul of 36 tiles on 2 threads: 9).
+/// runs start large: a loop costs at most 32 claims, whatever its size (a decode matmul of 36
+/// tiles on 2 threads: 9).
 struct Runs {
     /// `bounds[c]..bounds[c + 1]` are task c's items.
     bounds: [usize; Runs::MAX + 1],
@@ -164,9 +165,10 @@ impl<'a, T> Chunks<'a, T> {
     }
 }
 
-/// Most tasks one loop can have (threads in a team): the count and the next index share the
-/// board's low 32 bits.
+/// Most tasks one loop can have: the count and the next index share the board's low 32 bits.
+/// A loop is cut into at most [`Runs::MAX`] tasks, whatever its size and the number of threads.
 const MAX_TASKS: usize = u16::MAX as usize;
+const _: () = assert!(Runs::MAX <= MAX_TASKS);
 
 thread_local! {
     /// The team this thread leads, while it leads one (and is not inside one of its loops).

@@ -11,7 +11,7 @@
 use crate::instruments::Replacements;
 use crate::kernels::activation::{gelu_erf, gelu_mul, gelu_new, relu, silu_mul};
 use crate::kernels::attention::{attend, HeadCache};
-use crate::kernels::matmul::{matmul, WeightRows};
+use crate::kernels::matmul::{matmuls, Part, WeightRows};
 use crate::kernels::{norm, pool, positions, rope};
 use crate::model::weights::{Linear, Matrix, Norm, Rows};
 use crate::model::{Config, Mlp, NormPlacement, Positions, Weights};
@@ -109,8 +109,9 @@ pub(crate) struct Activations {
     heads: Vec<f32>,   // [H, C, hd]     attention output per head, before concatenation
     att_out: Vec<f32>, // [C, q]         heads concatenated
     proj: Vec<f32>,    // [C, d]         output projection, about to join the residual
-    up: Vec<f32>,      // [C, d_ff]      MLP hidden layer
-    gate: Vec<f32>,    // [C, d_ff]      SwiGLU / GeGLU gate (empty for GPT-2)
+    /// `[C, d_ff]` the MLP's hidden layer, then (SwiGLU / GeGLU) `[C, d_ff]` its gate: one buffer,
+    /// so that both are one matmul loop.
+    mlp: Vec<f32>,
     /// Rotation of each position in the chunk (`[C, hd/2]` cos and sin) with the model's RoPE
     /// base, and with the local layers' base for a sliding-window model (else empty).
     rope_global: RopeTable,
@@ -149,8 +150,7 @@ impl Activations {
             heads: zeros(&[n, c.q_dim()]),
             att_out: zeros(&[n, c.q_dim()]),
             proj: zeros(&[n, d]),
-            up: zeros(&[n, c.d_ff]),
-            gate: if c.variant.mlp.gated() { zeros(&[n, c.d_ff]) } else { Vec::new() },
+            mlp: zeros(&[if c.variant.mlp.gated() { 2 } else { 1 }, n, c.d_ff]),
             rope_global: RopeTable { cos: zeros(&[n, half]), sin: zeros(&[n, half]) },
             rope_local: RopeTable { cos: zeros(&[n, local_half]), sin: zeros(&[n, local_half]) },
             head_normed: if gemma { zeros(&[c.q_dim().max(c.kv_dim())]) } else { Vec::new() },
@@ -333,10 +333,15 @@ pub(crate) fn forward_chunk(
             record_norm(rec, acts, NormSite::Ln1(l), n);
         }
         let mut col = 0;
-        for lin in &lw.attn_qkv {
-            linear(&mut acts.qkv[col..], qkv_dim, &acts.xn, w, lin, n, &mut acts.packed_input);
-            col += lin.weight.rows;
-        }
+        let qkv_parts: Vec<(&Linear, usize)> = lw
+            .attn_qkv
+            .iter()
+            .map(|lin| {
+                col += lin.weight.rows;
+                (lin, col - lin.weight.rows)
+            })
+            .collect();
+        linears(&mut acts.qkv, qkv_dim, &acts.xn, w, &qkv_parts, n, &mut acts.packed_input);
         let table = if c.is_global_layer(l) { &acts.rope_global } else { &acts.rope_local };
         for i in 0..n {
             let row = &mut acts.qkv[i * qkv_dim..(i + 1) * qkv_dim];
@@ -437,13 +442,25 @@ pub(crate) fn forward_chunk(
             normalize(acts, c, w, Some(&lw.ffn_norm), n);
             record_norm(rec, acts, NormSite::Ln2(l), n);
         }
-        linear(&mut acts.up, c.d_ff, &acts.xn, w, &lw.ffn_up, n, &mut acts.packed_input);
-        let up = &mut acts.up[..n * c.d_ff];
+        let gate_at = chunk * c.d_ff;
+        match &lw.ffn_gate {
+            Some(gate) => linears(
+                &mut acts.mlp,
+                c.d_ff,
+                &acts.xn,
+                w,
+                &[(&lw.ffn_up, 0), (gate, gate_at)],
+                n,
+                &mut acts.packed_input,
+            ),
+            None => linear(&mut acts.mlp, c.d_ff, &acts.xn, w, &lw.ffn_up, n, &mut acts.packed_input),
+        }
+        let (up, gate) = acts.mlp.split_at_mut(gate_at);
+        let up = &mut up[..n * c.d_ff];
         match (&lw.ffn_gate, c.variant.mlp) {
-            (Some(gate), mlp) => {
-                linear(&mut acts.gate, c.d_ff, &acts.xn, w, gate, n, &mut acts.packed_input);
+            (Some(_), mlp) => {
                 let activate = if mlp == Mlp::GeGlu { gelu_mul } else { silu_mul };
-                pool::for_each_chunk_pair(n, (up, c.d_ff), (&mut acts.gate, c.d_ff), |_, u, g| activate(g, u));
+                pool::for_each_chunk_pair(n, (up, c.d_ff), (gate, c.d_ff), |_, u, g| activate(g, u));
             }
             (None, mlp) => {
                 let activate = match mlp {
@@ -454,7 +471,7 @@ pub(crate) fn forward_chunk(
                 pool::for_each_chunk(n, (up, c.d_ff), |_, u| activate(u))
             }
         }
-        linear(&mut acts.proj, d, &acts.up, w, &lw.ffn_down, n, &mut acts.packed_input);
+        linear(&mut acts.proj, d, &acts.mlp, w, &lw.ffn_down, n, &mut acts.packed_input);
         // What joins the residual: the projection (normed first by Gemma's post-norm), or an
         // ablated MLP's replacement as it is.
         let added = match edits.ablated.mlp(l) {
@@ -614,13 +631,33 @@ fn head_results(acts: &mut Activations, c: &Config, w: &Weights, w_o: &Linear, n
 
 /// `out[t·ld ..][..rows] = W x_t + b` for the first `n` rows of `x`.
 fn linear(out: &mut [f32], ld: usize, x: &[f32], w: &Weights, lin: &Linear, n: usize, room: &mut Vec<f32>) {
-    let m: &Matrix = &lin.weight;
-    let rows = match m.data {
-        Rows::F32(view) => WeightRows::F32(w.get(view)),
-        Rows::Packed { ty, offset, len } => WeightRows::Packed(ty, w.blocks(offset, len)),
-        Rows::Blocks { ty, offset, len } => WeightRows::Blocks(ty, w.blocks(offset, len)),
+    linears(out, ld, x, w, &[(lin, 0)], n, room);
+}
+
+/// [`linear`] of several matrices of the same input in one parallel loop ([`matmuls`]): matrix
+/// `(lin, at)` writes `out[at + t·ld ..][..rows]`.
+fn linears(
+    out: &mut [f32],
+    ld: usize,
+    x: &[f32],
+    w: &Weights,
+    lins: &[(&Linear, usize)],
+    n: usize,
+    room: &mut Vec<f32>,
+) {
+    let part = |&(lin, at): &(&Linear, usize)| {
+        let m: &Matrix = &lin.weight;
+        let rows = match m.data {
+            Rows::F32(view) => WeightRows::F32(w.get(view)),
+            Rows::Packed { ty, offset, len } => WeightRows::Packed(ty, w.blocks(offset, len)),
+            Rows::Blocks { ty, offset, len } => WeightRows::Blocks(ty, w.blocks(offset, len)),
+        };
+        Part { w: rows, bias: lin.bias.map(|b| w.get(b)), n_out: m.rows, at }
     };
-    matmul(out, ld, x, rows, lin.bias.map(|b| w.get(b)), n, m.cols, m.rows, room);
+    let parts: Vec<Part> = lins.iter().map(part).collect();
+    let n_in = lins.first().map_or(0, |(lin, _)| lin.weight.cols);
+    assert!(lins.iter().all(|(lin, _)| lin.weight.cols == n_in), "matrices of one input with different widths");
+    matmuls(out, ld, x, &parts, n, n_in, room);
 }
 
 /// `acts.xn[..n] = norm(acts.x[..n])`, statistics into `acts.norm_mean` / `norm_scale`; a copy

@@ -336,7 +336,11 @@ unsafe fn tile<K: DotBlock>(dest: Dest, w: WeightRows, rows: std::ops::Range<usi
 struct PackedKernels {
     inputs4: unsafe fn(PackedType, &[u8], [Input; 4]) -> [f32; 4],
     one: unsafe fn(PackedType, &[u8], Input) -> f32,
+    /// 2 rows × 4 inputs, where the target has a kernel for it (AVX-512).
+    rows2: Option<Rows2Kernel>,
 }
+
+type Rows2Kernel = unsafe fn(PackedType, [&[u8]; 2], [Input; 4]) -> [[f32; 4]; 2];
 
 /// One tile of a packed matrix, with the kernels the target supports best.
 unsafe fn packed_tile<'a>(
@@ -357,12 +361,13 @@ unsafe fn packed_tile<'a>(
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     let kernels = {
         use super::simd128::{dot_packed, dot_packed_inputs4};
-        PackedKernels { inputs4: dot_packed_inputs4, one: dot_packed }
+        PackedKernels { inputs4: dot_packed_inputs4, one: dot_packed, rows2: None }
     };
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     let kernels = PackedKernels {
         inputs4: |ty, row, xs| packed::dot(ty, row, xs),
         one: |ty, row, x| packed::dot(ty, row, [x])[0],
+        rows2: None,
     };
     packed_rows(out, ty, b, input, bias, s, rows, kernels)
 }
@@ -378,11 +383,13 @@ unsafe fn packed_tile_avx2<'a>(
     s: Shape,
     rows: std::ops::Range<usize>,
 ) {
-    use super::x86::dot_packed;
-    // SAFETY (both): AVX2 was detected by the caller.
+    use super::x86::{dot_packed, dot_packed_rows2};
+    // SAFETY (all three): AVX2 was detected by the caller, and AVX-512F and DQ here.
     let kernels = PackedKernels {
         inputs4: |ty, row, xs| unsafe { dot_packed(ty, row, xs) },
         one: |ty, row, x| unsafe { dot_packed(ty, row, [x]) }[0],
+        rows2: (std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq"))
+            .then_some(|ty, rows, xs| unsafe { dot_packed_rows2(ty, rows, xs) }),
     };
     packed_rows(out, ty, b, input, bias, s, rows, kernels)
 }
@@ -415,6 +422,30 @@ unsafe fn packed_rows<'a>(
     let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
     let row = |o: usize| &b[o * row_bytes..(o + 1) * row_bytes];
     let store = |t: usize, o: usize, v: f32| *out.0.add(t * ld + o) = v + bias.map_or(0.0, |b| b[o]);
+    let mut rows = rows;
+    // Prefill with a 2-row kernel: two rows at a time against every four tokens, the rest of the
+    // tokens (and an odd last row) below, one row at a time.
+    if let Some(rows2) = k.rows2.filter(|_| n_tok >= 4) {
+        while rows.len() >= 2 {
+            let o = rows.start;
+            let mut t = 0;
+            while t + 4 <= n_tok {
+                let d = rows2(ty, [row(o), row(o + 1)], [input(t), input(t + 1), input(t + 2), input(t + 3)]);
+                for (r, d) in d.into_iter().enumerate() {
+                    for (i, v) in d.into_iter().enumerate() {
+                        store(t + i, o + r, v);
+                    }
+                }
+                t += 4;
+            }
+            for t in t..n_tok {
+                for o in [o, o + 1] {
+                    store(t, o, (k.one)(ty, row(o), input(t)));
+                }
+            }
+            rows.start += 2;
+        }
+    }
     for o in rows {
         let mut t = 0;
         while t + 4 <= n_tok {

@@ -1,5 +1,6 @@
 //! Explicit AVX/AVX2 versions of the hottest reductions for x86-64, chosen at run time:
-//! [`dot_block`] (f32 weights) and [`dot_packed`] (packed Q4_0 / Q4_1 / Q8_0 / Q5_1 weights).
+//! [`dot_block`] (f32 weights) and [`dot_packed`] (packed Q4_0 / Q4_1 / Q8_0 / Q5_1 weights), and
+//! an AVX-512 one for prefill over packed weights, [`dot_packed_rows2`].
 //!
 //! Lane `l` of the 256-bit accumulator is partial sum `l` of the portable code, the tail goes to
 //! the same lanes, and the fold is [`super::fold_lanes`]: results are bit-identical to the
@@ -198,6 +199,170 @@ unsafe fn signed_byte(w: __m256i, shift: __m256i) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_sllv_epi32(w, shift), 24))
 }
 
+/// [`dot_packed`] of two consecutive rows against four inputs (prefill), with AVX-512: row A's
+/// eight lanes in the low half of each 512-bit vector, row B's in the high half, so that every
+/// multiply and add serves both rows, and each input is loaded once for the two (broadcast to both
+/// halves by the load). The lanes, and the order of every sum in them, are the AVX2 kernel's: the
+/// same bits.
+///
+/// # Safety
+/// The CPU must support AVX-512F, AVX-512DQ and AVX2. (Rows of `ty.row_bytes(n)` bytes for inputs of `n`
+/// values, and Q4_1's sums, are checked.)
+#[target_feature(enable = "avx512f,avx512dq,avx2")]
+pub unsafe fn dot_packed_rows2(ty: PackedType, rows: [&[u8]; 2], xs: [Input; 4]) -> [[f32; 4]; 2] {
+    match ty {
+        PackedType::Q4_0 => dot_blocks_rows2(ty, rows, xs, lanes2_q4_0),
+        PackedType::Q4_1 => dot_blocks_rows2(ty, rows, xs, lanes2_q4_1),
+        PackedType::Q8_0 => dot_blocks_rows2(ty, rows, xs, lanes2_q8_0),
+        PackedType::Q5_1 => dot_blocks_rows2(ty, rows, xs, lanes2_q5_1),
+    }
+}
+
+/// Two rows' blocks: scales, mins and lane integers as f32, row A's in the low halves.
+type Lanes2 = (__m512, __m512, [__m512; 4]);
+
+#[inline(always)]
+unsafe fn dot_blocks_rows2(
+    ty: PackedType,
+    rows: [&[u8]; 2],
+    xs: [Input; 4],
+    lanes: unsafe fn(*const u8, *const u8) -> Lanes2,
+) -> [[f32; 4]; 2] {
+    let n = xs[0].x.len();
+    for row in rows {
+        assert_eq!(ty.row_bytes(n), Some(row.len()), "packed row of the wrong size");
+    }
+    // The loads below read whole blocks of every input, and Q4_1's sums: check that they exist.
+    for x in &xs {
+        x.check(ty, n);
+    }
+    let with_min = ty.has_min();
+    let mut acc = [_mm512_setzero_ps(); 4];
+    for b in 0..n / BLOCK {
+        let at = b * ty.block_bytes();
+        // SAFETY: block b is inside both rows (lengths checked above).
+        let (d, m, v) = lanes(rows[0].as_ptr().add(at), rows[1].as_ptr().add(at));
+        for t in 0..4 {
+            // SAFETY: elements 32b..32b+32 are inside every input (n = blocks × 32).
+            let x = xs[t].x.as_ptr().add(b * BLOCK);
+            let mut p = _mm512_mul_ps(v[0], both_halves(x));
+            for (c, v) in v.iter().enumerate().skip(1) {
+                p = _mm512_add_ps(p, _mm512_mul_ps(*v, both_halves(x.add(8 * c))));
+            }
+            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, p));
+            if with_min {
+                // SAFETY: Q4_1 inputs hold 8 sums per block.
+                let s = both_halves(xs[t].sums.as_ptr().add(b * LANES));
+                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(m, s));
+            }
+        }
+    }
+    let mut out = [[0.0; 4]; 2];
+    for t in 0..4 {
+        let mut lanes = [0.0f32; 2 * LANES];
+        _mm512_storeu_ps(lanes.as_mut_ptr(), acc[t]);
+        for (r, half) in lanes.chunks_exact(LANES).enumerate() {
+            let mut row_lanes = [0.0f32; LANES];
+            row_lanes.copy_from_slice(half);
+            out[r][t] = fold_lanes(row_lanes);
+        }
+    }
+    out
+}
+
+/// Eight floats at `p`, in both halves.
+#[inline(always)]
+unsafe fn both_halves(p: *const f32) -> __m512 {
+    _mm512_broadcast_f32x8(_mm256_loadu_ps(p))
+}
+
+/// Row A's vector in the low half, row B's in the high half.
+#[inline(always)]
+unsafe fn pair(a: __m256, b: __m256) -> __m512 {
+    _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1)
+}
+
+/// The words of both rows' blocks (see [`words`]), row A's in the low half.
+#[inline(always)]
+unsafe fn words2(a: *const u8, b: *const u8) -> __m512i {
+    _mm512_inserti64x4(_mm512_castsi256_si512(words(a)), words(b), 1)
+}
+
+/// [`halves`] in both halves.
+#[inline(always)]
+unsafe fn halves2(lo: i32, hi: i32) -> __m512i {
+    _mm512_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi, lo, lo, lo, lo, hi, hi, hi, hi)
+}
+
+/// [`nibbles`] of both rows.
+#[inline(always)]
+unsafe fn nibbles2(w: __m512i) -> [__m512i; 4] {
+    let low = _mm512_set1_epi32(0xF);
+    [
+        _mm512_and_si512(_mm512_srlv_epi32(w, halves2(0, 4)), low),
+        _mm512_and_si512(_mm512_srlv_epi32(w, halves2(8, 12)), low),
+        _mm512_and_si512(_mm512_srlv_epi32(w, halves2(16, 20)), low),
+        _mm512_and_si512(_mm512_srlv_epi32(w, halves2(24, 28)), low),
+    ]
+}
+
+#[inline(always)]
+unsafe fn f32_pair(a: *const u8, b: *const u8) -> __m512 {
+    pair(f32_at(a), f32_at(b))
+}
+
+#[inline(always)]
+unsafe fn lanes2_q4_0(a: *const u8, b: *const u8) -> Lanes2 {
+    let q = nibbles2(words2(a.add(4), b.add(4)));
+    let eight = _mm512_set1_epi32(8);
+    let v = [
+        _mm512_cvtepi32_ps(_mm512_sub_epi32(q[0], eight)),
+        _mm512_cvtepi32_ps(_mm512_sub_epi32(q[1], eight)),
+        _mm512_cvtepi32_ps(_mm512_sub_epi32(q[2], eight)),
+        _mm512_cvtepi32_ps(_mm512_sub_epi32(q[3], eight)),
+    ];
+    (f32_pair(a, b), _mm512_setzero_ps(), v)
+}
+
+#[inline(always)]
+unsafe fn lanes2_q4_1(a: *const u8, b: *const u8) -> Lanes2 {
+    let q = nibbles2(words2(a.add(8), b.add(8)));
+    (
+        f32_pair(a, b),
+        f32_pair(a.add(4), b.add(4)),
+        [_mm512_cvtepi32_ps(q[0]), _mm512_cvtepi32_ps(q[1]), _mm512_cvtepi32_ps(q[2]), _mm512_cvtepi32_ps(q[3])],
+    )
+}
+
+/// [`lanes_q8_0`] of both rows.
+#[inline(always)]
+unsafe fn lanes2_q8_0(a: *const u8, b: *const u8) -> Lanes2 {
+    let (w0, w1) = (words2(a.add(4), b.add(4)), words2(a.add(20), b.add(20)));
+    let (even, odd) = (halves2(24, 16), halves2(8, 0));
+    (
+        f32_pair(a, b),
+        _mm512_setzero_ps(),
+        [signed_byte2(w0, even), signed_byte2(w0, odd), signed_byte2(w1, even), signed_byte2(w1, odd)],
+    )
+}
+
+/// [`lanes_q5_1`] of both rows.
+#[inline(always)]
+unsafe fn lanes2_q5_1(a: *const u8, b: *const u8) -> Lanes2 {
+    let (w0, w1) = (words2(a.add(8), b.add(8)), words2(a.add(24), b.add(24)));
+    let (even, odd) = (halves2(24, 16), halves2(8, 0));
+    (
+        f32_pair(a, b),
+        f32_pair(a.add(4), b.add(4)),
+        [signed_byte2(w0, even), signed_byte2(w0, odd), signed_byte2(w1, even), signed_byte2(w1, odd)],
+    )
+}
+
+#[inline(always)]
+unsafe fn signed_byte2(w: __m512i, shift: __m512i) -> __m512 {
+    _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_sllv_epi32(w, shift), 24))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -242,6 +407,17 @@ mod tests {
                         bits(packed::dot(ty, row, [input(r)]).to_vec()),
                         "{ty:?} n = {n}, row {r}"
                     );
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
+                    // SAFETY: AVX-512F and DQ (and AVX2) checked; rows hold whole blocks for n weights.
+                    let fast = unsafe { super::dot_packed_rows2(ty, [rows[1], rows[3]], four_inputs) };
+                    for (r, row) in [rows[1], rows[3]].into_iter().enumerate() {
+                        assert_eq!(
+                            bits(fast[r].to_vec()),
+                            bits(packed::dot(ty, row, four_inputs).to_vec()),
+                            "{ty:?} n = {n}, two rows × 4 inputs (AVX-512), row {r}"
+                        );
+                    }
                 }
                 let fast = unsafe { super::dot_packed(ty, rows[2], four_inputs) };
                 assert_eq!(

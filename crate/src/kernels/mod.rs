@@ -60,6 +60,13 @@ pub fn dot_block<const W: usize, const R: usize>(ws: [&[f32]; W], xs: [&[f32]; R
     for row in ws.iter().chain(&xs) {
         assert_eq!(row.len(), n, "dot product of rows with different lengths");
     }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: AVX was detected; the rows' lengths are checked above.
+            return unsafe { x86::dot_block(ws, xs) };
+        }
+    }
     arch::dot_block(ws, xs)
 }
 
@@ -85,6 +92,13 @@ pub fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
 /// is 49,152 of them a keystroke, and scalar `expf` took ~0.6 ms of that in wasm).
 #[inline(always)]
 pub fn exp_in_place(x: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected.
+            return unsafe { x86::exp_in_place(x) };
+        }
+    }
     arch::exp_in_place(x)
 }
 

@@ -46,6 +46,84 @@ pub unsafe fn dot_block<const W: usize, const R: usize>(ws: [&[f32]; W], xs: [&[
     out
 }
 
+/// [`super::scalar::exp_in_place`] with AVX2: eight lanes at a time, operation for operation the
+/// SIMD128 twin's `exp4` (FreeBSD's `e_expf.c`, which `libm::expf` is), so bit for bit
+/// `libm::expf`; a group with a lane outside its range (|x| ≥ 87.33655: overflow, underflow, NaN)
+/// and the tail go through `libm::expf` itself. (Natively the softmaxes and SiLU took 3–7 % of a
+/// pass in scalar `expf`.)
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn exp_in_place(x: &mut [f32]) {
+    let (groups, tail) = x.as_chunks_mut::<8>();
+    for group in groups {
+        let v = _mm256_loadu_ps(group.as_ptr());
+        let magnitude = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fff_ffff));
+        // Unsigned `magnitude ≥ EXP_LIMIT`; both are below 2^31 but NaNs, so signed works too.
+        if _mm256_movemask_epi8(_mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(EXP_LIMIT - 1))) != 0 {
+            for e in group.iter_mut() {
+                *e = libm::expf(*e);
+            }
+        } else {
+            _mm256_storeu_ps(group.as_mut_ptr(), exp8(v, magnitude));
+        }
+    }
+    for e in tail {
+        *e = libm::expf(*e);
+    }
+}
+
+/// `|x|`'s bits from which `libm::expf` leaves its main path (|x| ≥ 87.33655, NaN).
+const EXP_LIMIT: i32 = 0x42ae_ac50;
+
+/// `a` where `mask` is set, else `b` (masks of whole lanes).
+#[inline(always)]
+unsafe fn select(a: __m256i, b: __m256i, mask: __m256i) -> __m256i {
+    _mm256_blendv_epi8(b, a, mask)
+}
+
+/// The SIMD128 `exp4` on eight lanes with |x| < 87.33655 (`hx` = the bits of |x|); see there.
+#[inline(always)]
+unsafe fn exp8(x: __m256, hx: __m256i) -> __m256 {
+    const LN2_HI: f32 = 6.931_457_5e-1;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    const INV_LN2: f32 = 1.442_695_1;
+    const P1: f32 = 1.666_662_5e-1;
+    const P2: f32 = -2.766_733_3e-3;
+    let negative = _mm256_srai_epi32(_mm256_castps_si256(x), 31);
+    let half = _mm256_castsi256_ps(select(
+        _mm256_castps_si256(_mm256_set1_ps(-0.5)),
+        _mm256_castps_si256(_mm256_set1_ps(0.5)),
+        negative,
+    ));
+    let k_far = _mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(INV_LN2), x), half));
+    let k_near = select(_mm256_set1_epi32(-1), _mm256_set1_epi32(1), negative);
+    let k = select(
+        k_far,
+        select(k_near, _mm256_setzero_si256(), _mm256_cmpgt_epi32(hx, _mm256_set1_epi32(0x3eb1_7218))),
+        _mm256_cmpgt_epi32(hx, _mm256_set1_epi32(0x3f85_1592)),
+    );
+    let kf = _mm256_cvtepi32_ps(k);
+    let hi = _mm256_sub_ps(x, _mm256_mul_ps(kf, _mm256_set1_ps(LN2_HI)));
+    let lo = _mm256_mul_ps(kf, _mm256_set1_ps(LN2_LO));
+    let r = _mm256_sub_ps(hi, lo);
+    let rr = _mm256_mul_ps(r, r);
+    let c =
+        _mm256_sub_ps(r, _mm256_mul_ps(rr, _mm256_add_ps(_mm256_set1_ps(P1), _mm256_mul_ps(rr, _mm256_set1_ps(P2)))));
+    let q = _mm256_div_ps(_mm256_mul_ps(r, c), _mm256_sub_ps(_mm256_set1_ps(2.0), c));
+    let y = _mm256_add_ps(_mm256_set1_ps(1.0), _mm256_add_ps(_mm256_sub_ps(q, lo), hi));
+    let scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+    let scaled = _mm256_mul_ps(y, scale);
+    // |x| ≤ 2^−14: 1 + x.
+    let tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3900_0001), hx);
+    _mm256_castsi256_ps(select(
+        _mm256_castps_si256(_mm256_add_ps(_mm256_set1_ps(1.0), x)),
+        _mm256_castps_si256(scaled),
+        tiny,
+    ))
+}
+
 /// [`super::packed::dot`]: one packed row against `NT` prepared inputs, bit for bit.
 ///
 /// A block becomes four 8-lane vectors of lane integers, vector `c` holding elements `8c..8c+8`:
@@ -379,6 +457,30 @@ mod tests {
             // SAFETY: AVX checked above; all rows have n values.
             let fast = unsafe { super::dot_block(weights, rows) };
             assert_eq!(bits(fast), bits(super::super::scalar::dot_block(weights, rows)), "n = {n}");
+        }
+    }
+
+    /// The SIMD128 twin's test: every 97th bit pattern and the neighbourhoods of each branch's edge.
+    #[test]
+    fn exp_matches_libm_bit_for_bit() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return eprintln!("no AVX2 on this CPU: nothing to compare");
+        }
+        let limit = super::EXP_LIMIT as u32;
+        let edges = [0x3900_0000u32, 0x3eb1_7218, 0x3f85_1592, limit, 0x42b1_7218, 0x7f80_0000];
+        let around = edges.iter().flat_map(|&e| (e - 4096..e + 4096).flat_map(|b| [b, b | 0x8000_0000]));
+        let values: Vec<u32> = (0..=u32::MAX / 97).map(|i| i * 97).chain(around).collect();
+        for chunk in values.chunks(1 << 16) {
+            let mut x: Vec<f32> = chunk.iter().map(|&b| f32::from_bits(b)).collect();
+            let want: Vec<u32> = x.iter().map(|&v| libm::expf(v).to_bits()).collect();
+            // SAFETY: AVX2 checked above.
+            unsafe { super::exp_in_place(&mut x) };
+            for ((got, want), bits) in x.iter().zip(&want).zip(chunk) {
+                let (got, want) = (got.to_bits(), *want);
+                // NaN in, NaN out: any NaN will do (libm returns its input).
+                let same = got == want || (f32::from_bits(got).is_nan() && f32::from_bits(want).is_nan());
+                assert!(same, "exp({}) [{bits:#010x}]: {got:#010x}, libm {want:#010x}", f32::from_bits(*bits));
+            }
         }
     }
 

@@ -11,8 +11,10 @@
 //! [`scalar`], the definition of the lane order and the fallback everywhere, and with explicit
 //! wasm SIMD128 instructions in `simd128`, used in wasm builds with SIMD enabled (LLVM's own
 //! vectorisation of the portable code is up to 3× slower there) and tested bit for bit against
-//! the portable twin. The same goes for the dot products of Q4_0, Q4_1, Q8_0 and Q5_1 matrices: portable
-//! in [`packed`], with AVX2 (`x86`) and SIMD128 twins that [`matmul`] chooses.
+//! the portable twin. Natively, [`dot_block`] and [`exp_in_place`] take their AVX / AVX2 twins in
+//! `x86` where the CPU has them (checked at run time), tested bit for bit the same way. The same
+//! goes for the dot products of Q4_0, Q4_1, Q8_0 and Q5_1 matrices: portable in [`packed`], with
+//! AVX2 and AVX-512 (`x86`) and SIMD128 twins that [`matmul`] chooses.
 
 pub mod activation;
 pub mod attention;

@@ -277,7 +277,7 @@ unsafe fn signed_byte(w: __m256i, shift: __m256i) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_sllv_epi32(w, shift), 24))
 }
 
-/// [`dot_packed`] of two consecutive rows against four inputs (prefill), with AVX-512: row A's
+/// [`dot_packed`] of two consecutive rows against `NT` inputs (prefill), with AVX-512: row A's
 /// eight lanes in the low half of each 512-bit vector, row B's in the high half, so that every
 /// multiply and add serves both rows, and each input is loaded once for the two (broadcast to both
 /// halves by the load). The lanes, and the order of every sum in them, are the AVX2 kernel's: the
@@ -287,7 +287,7 @@ unsafe fn signed_byte(w: __m256i, shift: __m256i) -> __m256 {
 /// The CPU must support AVX-512F, AVX-512DQ and AVX2. (Rows of `ty.row_bytes(n)` bytes for inputs of `n`
 /// values, and Q4_1's sums, are checked.)
 #[target_feature(enable = "avx512f,avx512dq,avx2")]
-pub unsafe fn dot_packed_rows2(ty: PackedType, rows: [&[u8]; 2], xs: [Input; 4]) -> [[f32; 4]; 2] {
+pub unsafe fn dot_packed_rows2<const NT: usize>(ty: PackedType, rows: [&[u8]; 2], xs: [Input; NT]) -> [[f32; NT]; 2] {
     match ty {
         PackedType::Q4_0 => dot_blocks_rows2(ty, rows, xs, lanes2_q4_0),
         PackedType::Q4_1 => dot_blocks_rows2(ty, rows, xs, lanes2_q4_1),
@@ -300,13 +300,13 @@ pub unsafe fn dot_packed_rows2(ty: PackedType, rows: [&[u8]; 2], xs: [Input; 4])
 type Lanes2 = (__m512, __m512, [__m512; 4]);
 
 #[inline(always)]
-unsafe fn dot_blocks_rows2(
+unsafe fn dot_blocks_rows2<const NT: usize>(
     ty: PackedType,
     rows: [&[u8]; 2],
-    xs: [Input; 4],
+    xs: [Input; NT],
     lanes: unsafe fn(*const u8, *const u8) -> Lanes2,
-) -> [[f32; 4]; 2] {
-    let n = xs[0].x.len();
+) -> [[f32; NT]; 2] {
+    let n = xs.first().map_or(0, |x| x.x.len());
     for row in rows {
         assert_eq!(ty.row_bytes(n), Some(row.len()), "packed row of the wrong size");
     }
@@ -315,12 +315,12 @@ unsafe fn dot_blocks_rows2(
         x.check(ty, n);
     }
     let with_min = ty.has_min();
-    let mut acc = [_mm512_setzero_ps(); 4];
+    let mut acc = [_mm512_setzero_ps(); NT];
     for b in 0..n / BLOCK {
         let at = b * ty.block_bytes();
         // SAFETY: block b is inside both rows (lengths checked above).
         let (d, m, v) = lanes(rows[0].as_ptr().add(at), rows[1].as_ptr().add(at));
-        for t in 0..4 {
+        for t in 0..NT {
             // SAFETY: elements 32b..32b+32 are inside every input (n = blocks × 32).
             let x = xs[t].x.as_ptr().add(b * BLOCK);
             let mut p = _mm512_mul_ps(v[0], both_halves(x));
@@ -335,8 +335,8 @@ unsafe fn dot_blocks_rows2(
             }
         }
     }
-    let mut out = [[0.0; 4]; 2];
-    for t in 0..4 {
+    let mut out = [[0.0; NT]; 2];
+    for t in 0..NT {
         let mut lanes = [0.0f32; 2 * LANES];
         _mm512_storeu_ps(lanes.as_mut_ptr(), acc[t]);
         for (r, half) in lanes.chunks_exact(LANES).enumerate() {

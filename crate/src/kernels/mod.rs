@@ -104,9 +104,48 @@ pub fn exp_in_place(x: &mut [f32]) {
     arch::exp_in_place(x)
 }
 
+/// What the vector twins of `libm::expf` (FreeBSD's `e_expf.c`) — SIMD128's `exp4`, AVX2's `exp8` —
+/// take from it: its constants, in its order of use, and the bits of |x| where its branches turn.
+pub(crate) mod expf {
+    pub const LN2_HI: f32 = 6.931_457_5e-1;
+    pub const LN2_LO: f32 = 1.428_606_8e-6;
+    pub const INV_LN2: f32 = 1.442_695_1;
+    pub const P1: f32 = 1.666_662_5e-1;
+    pub const P2: f32 = -2.766_733_3e-3;
+    /// |x| ≥ 87.33655 (and NaN): `expf` leaves its main path; the twins hand such a group to it.
+    pub const LIMIT: u32 = 0x42ae_ac50;
+    /// |x| > 1.5 ln 2: `k` = round(x / ln 2).
+    pub const FAR: u32 = 0x3f85_1592;
+    /// |x| > 0.5 ln 2 (and not far): `k` = ±1; below, 0.
+    pub const NEAR: u32 = 0x3eb1_7218;
+    /// |x| ≤ 2^−14: `1 + x`.
+    pub const TINY: u32 = 0x3900_0000;
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Every 97th f32 bit pattern (44 million, both signs: all magnitudes, NaNs, infinities,
+    /// subnormals) and every pattern around each of `expf`'s branch points, through `exp` and
+    /// through `libm::expf`: the same bits. Neighbours side by side, so a vector group mixes the
+    /// fast path and the fallback near the limits.
+    pub(crate) fn assert_exp_matches_libm(exp: impl Fn(&mut [f32])) {
+        let edges = [expf::TINY, expf::NEAR, expf::FAR, expf::LIMIT, 0x42b1_7218, 0x7f80_0000];
+        let around = edges.iter().flat_map(|&e| (e - 4096..e + 4096).flat_map(|b| [b, b | 0x8000_0000]));
+        let values: Vec<u32> = (0..=u32::MAX / 97).map(|i| i * 97).chain(around).collect();
+        for chunk in values.chunks(1 << 16) {
+            let mut x: Vec<f32> = chunk.iter().map(|&b| f32::from_bits(b)).collect();
+            let want: Vec<u32> = x.iter().map(|&v| libm::expf(v).to_bits()).collect();
+            exp(&mut x);
+            for ((got, want), bits) in x.iter().zip(&want).zip(chunk) {
+                let (got, want) = (got.to_bits(), *want);
+                // NaN in, NaN out: any NaN will do (libm returns its input).
+                let same = got == want || (f32::from_bits(got).is_nan() && f32::from_bits(want).is_nan());
+                assert!(same, "exp({}) [{bits:#010x}]: {got:#010x}, libm {want:#010x}", f32::from_bits(*bits));
+            }
+        }
+    }
 
     /// Values spanning twelve orders of magnitude with both signs, so that any change in which
     /// partial sum a product joins, or in the folding order, changes the rounded result.

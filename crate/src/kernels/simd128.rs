@@ -19,7 +19,7 @@ use core::arch::wasm32::{
 };
 
 use super::packed::{Input, PackedType, BLOCK};
-use super::{fold_lanes, LANES};
+use super::{expf, fold_lanes, LANES};
 
 /// Lanes 0–3 and 4–7 of one group of [`LANES`] values.
 #[inline(always)]
@@ -102,7 +102,7 @@ pub fn exp_in_place(x: &mut [f32]) {
     for group in groups {
         // SAFETY: `group` holds 4 f32s, exactly one v128; wasm loads and stores need no alignment.
         let v = unsafe { v128_load(group.as_ptr().cast()) };
-        if v128_any_true(u32x4_ge(v128_and(v, u32x4_splat(0x7fff_ffff)), u32x4_splat(EXP4_LIMIT))) {
+        if v128_any_true(u32x4_ge(v128_and(v, u32x4_splat(0x7fff_ffff)), u32x4_splat(expf::LIMIT))) {
             group.iter_mut().for_each(|e| *e = libm::expf(*e));
         } else {
             // SAFETY: as the load.
@@ -112,9 +112,6 @@ pub fn exp_in_place(x: &mut [f32]) {
     tail.iter_mut().for_each(|e| *e = libm::expf(*e));
 }
 
-/// `|x|`'s bits from which `libm::expf` leaves its main path (|x| ≥ 87.33655, NaN).
-const EXP4_LIMIT: u32 = 0x42ae_ac50;
-
 /// `libm::expf` (FreeBSD's `e_expf.c`) on four lanes with |x| < 87.33655, operation for operation:
 /// the same argument reduction — `k` = round(x / ln 2) for |x| > 1.5 ln 2, ±1 for
 /// 0.5 ln 2 < |x| ≤ 1.5 ln 2, 0 below (where `x − 0·ln2` is `x`, as `expf`'s own k = 0 branch has
@@ -122,11 +119,7 @@ const EXP4_LIMIT: u32 = 0x42ae_ac50;
 /// [−126, 126] here: one exact multiply, as `scalbn` does). For |x| ≤ 2^−14 it is `1 + x`.
 #[inline(always)]
 fn exp4(x: v128) -> v128 {
-    const LN2_HI: f32 = 6.931_457_5e-1;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    const INV_LN2: f32 = 1.442_695_1;
-    const P1: f32 = 1.666_662_5e-1;
-    const P2: f32 = -2.766_733_3e-3;
+    use super::expf::{FAR, INV_LN2, LN2_HI, LN2_LO, NEAR, P1, P2, TINY};
     let hx = v128_and(x, u32x4_splat(0x7fff_ffff));
     let negative = i32x4_lt(x, i32x4_splat(0));
     let half = v128_bitselect(f32x4_splat(-0.5), f32x4_splat(0.5), negative);
@@ -134,8 +127,8 @@ fn exp4(x: v128) -> v128 {
     let k_near = v128_bitselect(i32x4_splat(-1), i32x4_splat(1), negative);
     let k = v128_bitselect(
         k_far,
-        v128_bitselect(k_near, i32x4_splat(0), u32x4_gt(hx, u32x4_splat(0x3eb1_7218))),
-        u32x4_gt(hx, u32x4_splat(0x3f85_1592)),
+        v128_bitselect(k_near, i32x4_splat(0), u32x4_gt(hx, u32x4_splat(NEAR))),
+        u32x4_gt(hx, u32x4_splat(FAR)),
     );
     let kf = f32x4_convert_i32x4(k);
     let hi = f32x4_sub(x, f32x4_mul(kf, f32x4_splat(LN2_HI)));
@@ -146,7 +139,7 @@ fn exp4(x: v128) -> v128 {
     let q = f32x4_div(f32x4_mul(r, c), f32x4_sub(f32x4_splat(2.0), c));
     let y = f32x4_add(f32x4_splat(1.0), f32x4_add(f32x4_sub(q, lo), hi));
     let scaled = f32x4_mul(y, i32x4_shl(i32x4_add(k, i32x4_splat(127)), 23));
-    v128_bitselect(f32x4_add(f32x4_splat(1.0), x), scaled, u32x4_ge(u32x4_splat(0x3900_0000), hx))
+    v128_bitselect(f32x4_add(f32x4_splat(1.0), x), scaled, u32x4_ge(u32x4_splat(TINY), hx))
 }
 
 /// [`super::scalar::add_scaled`].
@@ -369,26 +362,9 @@ mod tests {
         }
     }
 
-    /// Every 97th f32 bit pattern (44 million, both signs: all magnitudes, NaNs, infinities,
-    /// subnormals) and every pattern around each of `exp4`'s branch points, through the SIMD
-    /// path and through `libm::expf`: the same bits. Groups of four neighbours, so a group mixes
-    /// the fast path and the fallback near the limits.
     #[wasm_bindgen_test]
     fn exp_matches_libm_bit_for_bit() {
-        let edges = [0x3900_0000u32, 0x3eb1_7218, 0x3f85_1592, super::EXP4_LIMIT, 0x42b1_7218, 0x7f80_0000];
-        let around = edges.iter().flat_map(|&e| (e - 4096..e + 4096).flat_map(|b| [b, b | 0x8000_0000]));
-        let values: Vec<u32> = (0..=u32::MAX / 97).map(|i| i * 97).chain(around).collect();
-        for chunk in values.chunks(1 << 16) {
-            let mut x: Vec<f32> = chunk.iter().map(|&b| f32::from_bits(b)).collect();
-            let want: Vec<u32> = x.iter().map(|&v| libm::expf(v).to_bits()).collect();
-            super::exp_in_place(&mut x);
-            for ((got, want), bits) in x.iter().zip(&want).zip(chunk) {
-                let (got, want) = (got.to_bits(), *want);
-                // NaN in, NaN out: any NaN will do (libm returns its input).
-                let same = got == want || (f32::from_bits(got).is_nan() && f32::from_bits(want).is_nan());
-                assert!(same, "exp({}) [{bits:#010x}]: {got:#010x}, libm {want:#010x}", f32::from_bits(*bits));
-            }
-        }
+        crate::kernels::tests::assert_exp_matches_libm(super::exp_in_place);
     }
 
     #[wasm_bindgen_test]

@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::packed::{Input, PackedType, BLOCK};
-use super::{fold_lanes, LANES};
+use super::{expf, fold_lanes, LANES};
 
 /// [`super::dot_block`]: `W` weight rows against `R` input rows.
 ///
@@ -60,8 +60,8 @@ pub unsafe fn exp_in_place(x: &mut [f32]) {
     for group in groups {
         let v = _mm256_loadu_ps(group.as_ptr());
         let magnitude = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fff_ffff));
-        // Unsigned `magnitude ≥ EXP_LIMIT`; both are below 2^31 but NaNs, so signed works too.
-        if _mm256_movemask_epi8(_mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(EXP_LIMIT - 1))) != 0 {
+        // `magnitude ≥ LIMIT`: both are below 2^31, so the signed comparison is the unsigned one.
+        if _mm256_movemask_epi8(_mm256_cmpgt_epi32(magnitude, splat(expf::LIMIT - 1))) != 0 {
             for e in group.iter_mut() {
                 *e = libm::expf(*e);
             }
@@ -74,8 +74,11 @@ pub unsafe fn exp_in_place(x: &mut [f32]) {
     }
 }
 
-/// `|x|`'s bits from which `libm::expf` leaves its main path (|x| ≥ 87.33655, NaN).
-const EXP_LIMIT: i32 = 0x42ae_ac50;
+/// Eight lanes of `bits` (constants below 2^31).
+#[inline(always)]
+unsafe fn splat(bits: u32) -> __m256i {
+    _mm256_set1_epi32(bits as i32)
+}
 
 /// `a` where `mask` is set, else `b` (masks of whole lanes).
 #[inline(always)]
@@ -86,11 +89,7 @@ unsafe fn select(a: __m256i, b: __m256i, mask: __m256i) -> __m256i {
 /// The SIMD128 `exp4` on eight lanes with |x| < 87.33655 (`hx` = the bits of |x|); see there.
 #[inline(always)]
 unsafe fn exp8(x: __m256, hx: __m256i) -> __m256 {
-    const LN2_HI: f32 = 6.931_457_5e-1;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    const INV_LN2: f32 = 1.442_695_1;
-    const P1: f32 = 1.666_662_5e-1;
-    const P2: f32 = -2.766_733_3e-3;
+    use super::expf::{FAR, INV_LN2, LN2_HI, LN2_LO, NEAR, P1, P2, TINY};
     let negative = _mm256_srai_epi32(_mm256_castps_si256(x), 31);
     let half = _mm256_castsi256_ps(select(
         _mm256_castps_si256(_mm256_set1_ps(-0.5)),
@@ -101,8 +100,8 @@ unsafe fn exp8(x: __m256, hx: __m256i) -> __m256 {
     let k_near = select(_mm256_set1_epi32(-1), _mm256_set1_epi32(1), negative);
     let k = select(
         k_far,
-        select(k_near, _mm256_setzero_si256(), _mm256_cmpgt_epi32(hx, _mm256_set1_epi32(0x3eb1_7218))),
-        _mm256_cmpgt_epi32(hx, _mm256_set1_epi32(0x3f85_1592)),
+        select(k_near, _mm256_setzero_si256(), _mm256_cmpgt_epi32(hx, splat(NEAR))),
+        _mm256_cmpgt_epi32(hx, splat(FAR)),
     );
     let kf = _mm256_cvtepi32_ps(k);
     let hi = _mm256_sub_ps(x, _mm256_mul_ps(kf, _mm256_set1_ps(LN2_HI)));
@@ -116,7 +115,7 @@ unsafe fn exp8(x: __m256, hx: __m256i) -> __m256 {
     let scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
     let scaled = _mm256_mul_ps(y, scale);
     // |x| ≤ 2^−14: 1 + x.
-    let tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3900_0001), hx);
+    let tiny = _mm256_cmpgt_epi32(splat(TINY + 1), hx);
     _mm256_castsi256_ps(select(
         _mm256_castps_si256(_mm256_add_ps(_mm256_set1_ps(1.0), x)),
         _mm256_castps_si256(scaled),
@@ -343,10 +342,8 @@ unsafe fn dot_blocks_rows2<const NT: usize>(
     for t in 0..NT {
         let mut lanes = [0.0f32; 2 * LANES];
         _mm512_storeu_ps(lanes.as_mut_ptr(), acc[t]);
-        for (r, half) in lanes.chunks_exact(LANES).enumerate() {
-            let mut row_lanes = [0.0f32; LANES];
-            row_lanes.copy_from_slice(half);
-            out[r][t] = fold_lanes(row_lanes);
+        for (r, &half) in lanes.as_chunks::<LANES>().0.iter().enumerate() {
+            out[r][t] = fold_lanes(half);
         }
     }
     out
@@ -470,28 +467,13 @@ mod tests {
         }
     }
 
-    /// The SIMD128 twin's test: every 97th bit pattern and the neighbourhoods of each branch's edge.
     #[test]
     fn exp_matches_libm_bit_for_bit() {
         if !std::arch::is_x86_feature_detected!("avx2") {
             return eprintln!("no AVX2 on this CPU: nothing to compare");
         }
-        let limit = super::EXP_LIMIT as u32;
-        let edges = [0x3900_0000u32, 0x3eb1_7218, 0x3f85_1592, limit, 0x42b1_7218, 0x7f80_0000];
-        let around = edges.iter().flat_map(|&e| (e - 4096..e + 4096).flat_map(|b| [b, b | 0x8000_0000]));
-        let values: Vec<u32> = (0..=u32::MAX / 97).map(|i| i * 97).chain(around).collect();
-        for chunk in values.chunks(1 << 16) {
-            let mut x: Vec<f32> = chunk.iter().map(|&b| f32::from_bits(b)).collect();
-            let want: Vec<u32> = x.iter().map(|&v| libm::expf(v).to_bits()).collect();
-            // SAFETY: AVX2 checked above.
-            unsafe { super::exp_in_place(&mut x) };
-            for ((got, want), bits) in x.iter().zip(&want).zip(chunk) {
-                let (got, want) = (got.to_bits(), *want);
-                // NaN in, NaN out: any NaN will do (libm returns its input).
-                let same = got == want || (f32::from_bits(got).is_nan() && f32::from_bits(want).is_nan());
-                assert!(same, "exp({}) [{bits:#010x}]: {got:#010x}, libm {want:#010x}", f32::from_bits(*bits));
-            }
-        }
+        // SAFETY: AVX2 checked above.
+        crate::kernels::tests::assert_exp_matches_libm(|x| unsafe { super::exp_in_place(x) });
     }
 
     /// Every packed type and matmul shape (see the SIMD128 twin's test), bit for bit.

@@ -332,16 +332,15 @@ pub(crate) fn forward_chunk(
             normalize(acts, c, w, Some(&lw.attn_norm), n);
             record_norm(rec, acts, NormSite::Ln1(l), n);
         }
-        let mut col = 0;
-        let qkv_parts: Vec<(&Linear, usize)> = lw
-            .attn_qkv
-            .iter()
-            .map(|lin| {
-                col += lin.weight.rows;
-                (lin, col - lin.weight.rows)
-            })
-            .collect();
-        linears(&mut acts.qkv, qkv_dim, &acts.xn, w, &qkv_parts, n, &mut acts.packed_input);
+        let (qkv, room) = (&mut acts.qkv, &mut acts.packed_input);
+        match lw.attn_qkv.as_slice() {
+            [fused] => linear(qkv, qkv_dim, &acts.xn, w, fused, n, room),
+            [q, k, v] => {
+                let (k_at, v_at) = (q.weight.rows, q.weight.rows + k.weight.rows);
+                linears(qkv, qkv_dim, &acts.xn, w, [(q, 0), (k, k_at), (v, v_at)], n, room)
+            }
+            other => unreachable!("{} attention input matrices: the loader makes one (fused) or three", other.len()),
+        }
         let table = if c.is_global_layer(l) { &acts.rope_global } else { &acts.rope_local };
         for i in 0..n {
             let row = &mut acts.qkv[i * qkv_dim..(i + 1) * qkv_dim];
@@ -449,7 +448,7 @@ pub(crate) fn forward_chunk(
                 c.d_ff,
                 &acts.xn,
                 w,
-                &[(&lw.ffn_up, 0), (gate, gate_at)],
+                [(&lw.ffn_up, 0), (gate, gate_at)],
                 n,
                 &mut acts.packed_input,
             ),
@@ -631,21 +630,22 @@ fn head_results(acts: &mut Activations, c: &Config, w: &Weights, w_o: &Linear, n
 
 /// `out[t·ld ..][..rows] = W x_t + b` for the first `n` rows of `x`.
 fn linear(out: &mut [f32], ld: usize, x: &[f32], w: &Weights, lin: &Linear, n: usize, room: &mut Vec<f32>) {
-    linears(out, ld, x, w, &[(lin, 0)], n, room);
+    linears(out, ld, x, w, [(lin, 0)], n, room);
 }
 
 /// [`linear`] of several matrices of the same input in one parallel loop ([`matmuls`]): matrix
-/// `(lin, at)` writes `out[at + t·ld ..][..rows]`.
-fn linears(
+/// `(lin, at)` writes `out[at + t·ld ..][..rows]`. An array, so that every matmul of a pass does
+/// without an allocation.
+fn linears<const N: usize>(
     out: &mut [f32],
     ld: usize,
     x: &[f32],
     w: &Weights,
-    lins: &[(&Linear, usize)],
+    lins: [(&Linear, usize); N],
     n: usize,
     room: &mut Vec<f32>,
 ) {
-    let part = |&(lin, at): &(&Linear, usize)| {
+    let part = |(lin, at): (&Linear, usize)| {
         let m: &Matrix = &lin.weight;
         let rows = match m.data {
             Rows::F32(view) => WeightRows::F32(w.get(view)),
@@ -654,10 +654,9 @@ fn linears(
         };
         Part { w: rows, bias: lin.bias.map(|b| w.get(b)), n_out: m.rows, at }
     };
-    let parts: Vec<Part> = lins.iter().map(part).collect();
     let n_in = lins.first().map_or(0, |(lin, _)| lin.weight.cols);
     assert!(lins.iter().all(|(lin, _)| lin.weight.cols == n_in), "matrices of one input with different widths");
-    matmuls(out, ld, x, &parts, n, n_in, room);
+    matmuls(out, ld, x, &lins.map(part), n, n_in, room);
 }
 
 /// `acts.xn[..n] = norm(acts.x[..n])`, statistics into `acts.norm_mean` / `norm_scale`; a copy

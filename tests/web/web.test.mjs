@@ -138,6 +138,18 @@ function candidates(page) {
   );
 }
 
+/** Waits until the page's most likely next token is the one `probs` (a run of the package) ranks first. */
+function untilFirstCandidateIs(page, probs) {
+  const top = probs.indexOf(Math.max(...probs));
+  return page.waitForFunction(
+    ([id, prob]) => {
+      const first = document.querySelector('[data-testid=candidate]');
+      return first !== null && Number(first.dataset.id) === id && Math.abs(Number(first.dataset.prob) - prob) <= 1e-6;
+    },
+    [top, probs[top]],
+  );
+}
+
 test('typing a prompt shows its tokens, a map per head, and the next token', async () => {
   const page = await openPage();
   const tokens = engine.encode(PROMPT);
@@ -1654,6 +1666,9 @@ test('ablation: Ablate zeroes the open head, every view follows, the next token 
   session.setAblation([[0, 1], [1, 3]]);
   const trace = session.run(engine.encode(PROMPT), []);
   const probs = trace.probs(engine.encode(PROMPT).length - 1, 1);
+  // The list names both heads as soon as the second is clicked, while the first ablation's
+  // answer may still be the one on screen: wait for the answer of both.
+  await untilFirstCandidateIs(page, probs);
   const ablated = await candidates(page);
   assert.ok(ablated.every(({ id, prob }) => Math.abs(prob - probs[id]) <= 1e-6), 'the page’s probabilities are the ablated run’s');
   assert.notDeepEqual(ablated.map(({ id }) => id), [], 'candidates shown');
@@ -1681,14 +1696,7 @@ test('ablation: Ablate zeroes the open head, every view follows, the next token 
   meanSession.setAblation([[0, 1], [0, 'mlp'], [1, 3]], { with: 'mean' });
   const meanProbs = meanSession.run(engine.encode(PROMPT), []).probs(engine.encode(PROMPT).length - 1, 1);
   meanSession.free();
-  const meanTop = meanProbs.indexOf(Math.max(...meanProbs));
-  await page.waitForFunction(
-    ([id, prob]) => {
-      const first = document.querySelector('[data-testid=candidate]');
-      return first !== null && Number(first.dataset.id) === id && Math.abs(Number(first.dataset.prob) - prob) <= 1e-6;
-    },
-    [meanTop, meanProbs[meanTop]],
-  );
+  await untilFirstCandidateIs(page, meanProbs);
   const meaned = await candidates(page);
   assert.ok(meaned.every(({ id, prob }) => Math.abs(prob - meanProbs[id]) <= 1e-6), 'the page’s probabilities are the mean-ablated run’s');
   await page.getByTestId('ablate-with').selectOption('zero');

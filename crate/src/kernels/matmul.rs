@@ -400,7 +400,12 @@ unsafe fn packed_tile_avx2<'a>(
 }
 
 /// Output rows `rows` for every token: a row at a time against four tokens per pass, then one.
-/// Every result has the same bits either way.
+/// Every result has the same bits either way. Prefill goes a chunk of tokens at a time (see
+/// [`CHUNK_INPUT_BYTES`]) with every row of the tile against each chunk: with all the tokens per
+/// row, each row read the whole prompt's inputs again from the second-level cache (SmolLM2's
+/// 64-token prompt: 147 KiB, 393 KiB for the MLP's down matrix). bench:peers, Q8_0 in Chromium,
+/// alternating builds: wasm prefill 137.6–142.4 → 143.6–147.5 tok/s at 1 thread, 257.0–260.6 →
+/// 269.3–276.5 at 2; the CLI at 2 threads +3 %.
 ///
 /// Decoding too takes the rows one at a time, so that it reads the matrix front to back and the
 /// hardware's prefetchers stream it. It used to take four rows per pass against the one token,
@@ -427,38 +432,54 @@ unsafe fn packed_rows<'a>(
     let row_bytes = ty.row_bytes(n_in).unwrap_or(0); // Some: asserted by `matmul`
     let row = |o: usize| &b[o * row_bytes..(o + 1) * row_bytes];
     let store = |t: usize, o: usize, v: f32| *out.0.add(t * ld + o) = v + bias.map_or(0.0, |b| b[o]);
-    // Prefill with a 2-row kernel: two rows at a time against every `ROWS2_TOKENS` tokens, as
-    // many rows and tokens as fill whole passes; what they leave, one row at a time below.
-    let (mut paired_rows, mut paired_tokens) = (rows.start..rows.start, 0);
-    if let Some(rows2) = k.rows2.filter(|_| n_tok >= ROWS2_TOKENS) {
-        paired_rows.end = rows.start + rows.len() / 2 * 2;
-        paired_tokens = n_tok - n_tok % ROWS2_TOKENS;
-        for o in paired_rows.clone().step_by(2) {
-            for t in (0..paired_tokens).step_by(ROWS2_TOKENS) {
-                let d = rows2(ty, [row(o), row(o + 1)], std::array::from_fn(|i| input(t + i)));
-                for (r, d) in d.into_iter().enumerate() {
-                    for (i, v) in d.into_iter().enumerate() {
-                        store(t + i, o + r, v);
+    let chunk = chunk_tokens(n_in);
+    let mut start = 0;
+    while start < n_tok {
+        let end = (start + chunk).min(n_tok);
+        // Prefill with a 2-row kernel: two rows at a time against every `ROWS2_TOKENS` tokens, as
+        // many rows and tokens as fill whole passes; what they leave, one row at a time below.
+        let (mut paired_rows, mut paired_end) = (rows.start..rows.start, start);
+        if let Some(rows2) = k.rows2.filter(|_| end - start >= ROWS2_TOKENS) {
+            paired_rows.end = rows.start + rows.len() / 2 * 2;
+            paired_end = end - (end - start) % ROWS2_TOKENS;
+            for o in paired_rows.clone().step_by(2) {
+                for t in (start..paired_end).step_by(ROWS2_TOKENS) {
+                    let d = rows2(ty, [row(o), row(o + 1)], std::array::from_fn(|i| input(t + i)));
+                    for (r, d) in d.into_iter().enumerate() {
+                        for (i, v) in d.into_iter().enumerate() {
+                            store(t + i, o + r, v);
+                        }
                     }
                 }
             }
         }
-    }
-    // A plain loop, not a closure shared with the pairs above: with the closure, decode (which
-    // never pairs) ran 20 % slower (the CLI, SmolLM2 Q4_1, 1 thread: 118 → 96 tok/s).
-    for o in rows {
-        let mut t = if paired_rows.contains(&o) { paired_tokens } else { 0 };
-        while t + 4 <= n_tok {
-            let d = (k.inputs4)(ty, row(o), [input(t), input(t + 1), input(t + 2), input(t + 3)]);
-            for (i, v) in d.into_iter().enumerate() {
-                store(t + i, o, v);
+        // A plain loop, not a closure shared with the pairs above: with the closure, decode (which
+        // never pairs) ran 20 % slower (the CLI, SmolLM2 Q4_1, 1 thread: 118 → 96 tok/s).
+        for o in rows.clone() {
+            let mut t = if paired_rows.contains(&o) { paired_end } else { start };
+            while t + 4 <= end {
+                let d = (k.inputs4)(ty, row(o), [input(t), input(t + 1), input(t + 2), input(t + 3)]);
+                for (i, v) in d.into_iter().enumerate() {
+                    store(t + i, o, v);
+                }
+                t += 4;
             }
-            t += 4;
+            for t in t..end {
+                store(t, o, (k.one)(ty, row(o), input(t)));
+            }
         }
-        for t in t..n_tok {
-            store(t, o, (k.one)(ty, row(o), input(t)));
-        }
+        start = end;
     }
+}
+
+/// Input bytes a chunk of prefill's tokens may take: the rows of a tile meet a chunk at a time, so
+/// that its inputs stay in the core's first-level cache (32–48 KiB) while every row passes them,
+/// instead of coming again from the second level for each row.
+const CHUNK_INPUT_BYTES: usize = 32 * 1024;
+
+/// Tokens per chunk for inputs of `n_in` values: whole passes of the 2-row kernel, at least one.
+fn chunk_tokens(n_in: usize) -> usize {
+    (CHUNK_INPUT_BYTES / (4 * n_in.max(1)) / ROWS2_TOKENS).max(1) * ROWS2_TOKENS
 }
 
 #[cfg(test)]
@@ -577,11 +598,15 @@ mod tests {
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn packed_matrices_give_the_portable_bits_decoding_and_prefilling() {
         use crate::kernels::packed::{self, PackedType};
-        let (n_in, n_out) = (96, 19);
+        let n_out = 19;
+        // Inputs of 1,024 values come in chunks of 8 tokens: 21 tokens are two whole chunks and a
+        // ragged one.
+        assert_eq!(super::chunk_tokens(1024), 8);
+        let shapes = [(96, 1), (96, 6), (96, 11), (1024, 21)];
         for ty in [PackedType::Q4_0, PackedType::Q4_1, PackedType::Q8_0, PackedType::Q5_1] {
-            let blocks = packed::sample_rows(ty, n_in, n_out);
-            let row_bytes = ty.row_bytes(n_in).unwrap();
-            for n_tok in [1, 6, 11] {
+            for (n_in, n_tok) in shapes {
+                let blocks = packed::sample_rows(ty, n_in, n_out);
+                let row_bytes = ty.row_bytes(n_in).unwrap();
                 let x = crate::kernels::tests::wild(n_tok * n_in, 9);
                 let mut out = vec![0.0; n_tok * n_out];
                 matmul(&mut out, n_out, &x, WeightRows::Packed(ty, &blocks), None, n_tok, n_in, n_out, &mut Vec::new());
@@ -590,7 +615,7 @@ mod tests {
                 for (i, got) in out.iter().enumerate() {
                     let (t, o) = (i / n_out, i % n_out);
                     let alone = packed::dot(ty, &blocks[o * row_bytes..(o + 1) * row_bytes], [input(t)])[0];
-                    assert_eq!(got.to_bits(), alone.to_bits(), "{ty:?}, {n_tok} tokens, token {t} row {o}");
+                    assert_eq!(got.to_bits(), alone.to_bits(), "{ty:?}, {n_in} × {n_tok}, token {t} row {o}");
                 }
             }
         }

@@ -86,11 +86,20 @@ async function typePrompt(page, text, expectedIds) {
   await box.click();
   await box.press('End');
   await box.pressSequentially(text, { delay: 20 });
-  await page.waitForFunction(
-    (ids) => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join() === ids,
-    expectedIds.join(),
-  );
+  await untilChipsAre(page, expectedIds);
   await viewsSettled(page);
+}
+
+/**
+ * Waits until the page shows exactly the tokens `ids`. A chip count is not enough while typing:
+ * two prefixes of a word can have as many tokens as the whole, and an earlier keystroke's answer
+ * would pass for the last one's.
+ */
+function untilChipsAre(page, ids) {
+  return page.waitForFunction(
+    (ids) => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join() === ids,
+    [...ids].join(),
+  );
 }
 
 /** Waits for the views the page left for later (off screen while typing went on) to be drawn. */
@@ -562,6 +571,9 @@ test('Ctrl+Z undoes a step, a generation or an appended candidate as one unit, C
   const box = page.getByTestId('prompt');
   const showing = (n) => page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, n);
   const holds = (text) => page.waitForFunction((text) => document.querySelector('[data-testid=prompt]').value === text, text);
+  // A step or a candidate is recorded for undo when its text reaches the prompt box (after the
+  // chips): wait for that before pressing Ctrl+Z.
+  const leaves = (text) => page.waitForFunction((text) => document.querySelector('[data-testid=prompt]').value !== text, text);
   const before = (await chipIds(page)).length;
   await page.getByLabel('Tokens to generate').fill('4');
   await page.getByTestId('generate').click();
@@ -582,11 +594,14 @@ test('Ctrl+Z undoes a step, a generation or an appended candidate as one unit, C
   assert.deepEqual(await chipIds(page), generatedIds, 'the same tokens come back');
   // A step, and a clicked candidate (Cmd+Z, as on macOS).
   await page.getByTestId('step').click();
+  await leaves(generated);
   await showing(before + 5);
   await box.focus();
   await page.keyboard.press('Meta+z');
   await holds(generated);
+  await untilChipsAre(page, generatedIds);
   await page.getByTestId('candidate').first().click();
+  await leaves(generated);
   await showing(before + 5);
   await box.focus();
   await page.keyboard.press('Control+z');
@@ -693,8 +708,11 @@ test('?backend=webgpu: every view from the GPU, probabilities equal to the CPU, 
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, tokens.length + 4);
   await page.getByTestId('generate').filter({ hasText: 'Generate' }).waitFor();
   const first = (await candidates(page))[0];
+  const generatedText = await page.getByTestId('prompt').inputValue();
   await page.getByTestId('candidate').first().click();
   await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] li:last-child .chip-id')?.textContent === id, String(first.id));
+  // The prompt box gets the candidate's text after the chips.
+  await page.waitForFunction((text) => document.querySelector('[data-testid=prompt]').value !== text, generatedText);
   const text = await page.getByTestId('prompt').inputValue();
   await assertViewsDrawn(page, tokens.length + 5);
   await assertProbabilitiesMatchCpu(page);
@@ -859,8 +877,7 @@ test('a keystroke rewrites only what changed: no attribute written again on ever
   });
   const typed = ' on the';
   await box.pressSequentially(typed, { delay: 60 });
-  const last = engine.encode(`The cat sat on the mat and${typed}`).length;
-  await page.waitForFunction((count) => document.querySelectorAll('[data-testid=tokens] .chip').length === count, last);
+  await untilChipsAre(page, engine.encode(`The cat sat on the mat and${typed}`));
   // Before: every head's name and badge, every chip's tab stop and every option of the head
   // finder's key list were written again on each keystroke.
   const writes = await page.evaluate(() => window.writes);
@@ -931,7 +948,7 @@ test('keyboard only: skip link, type, arrow to a head, open it, append a candida
   assert.ok(toPrompt <= 4, `the prompt is ${toPrompt} Tab presses after the skip link`);
   await page.keyboard.type(PROMPT, { delay: 10 });
   const tokens = engine.encode(PROMPT);
-  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length === n, tokens.length);
+  await untilChipsAre(page, tokens);
   // The chips are one Tab stop; arrow keys move between them; Enter picks one.
   await tabUntil(page, () => document.activeElement?.classList.contains('chip'));
   await page.keyboard.press('End');
@@ -1475,7 +1492,7 @@ test('instruments: the page’s logit lens, attribution and patching are the pac
   await page.getByTestId('patch-summary').filter({ hasText: 'needs the same number of tokens' }).waitFor();
   await page.getByTestId('prompt').fill(clean);
   await page.getByTestId('compare-prompt').fill(corrupt);
-  await page.locator('[data-testid=candidate]').first().waitFor();
+  await untilChipsAre(page, engine.encode(clean));
   await page.getByTestId('run-patching').click();
   await page.locator('[data-testid=patch-heads-table] td').first().waitFor();
   const patched = await instrumentJson(page);
@@ -1600,8 +1617,9 @@ test('head detectors: PyTorch’s scores on the repeated sequence, badges, one-c
   await box.click();
   await box.press('End');
   await box.pressSequentially(' sat', { delay: 20 });
-  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip-id').length > n, tokens);
-  const now = (await chipIds(page)).length;
+  const grown = engine.encode('The cat sat on the mat. The cat sat');
+  await untilChipsAre(page, grown);
+  const now = grown.length;
   await page.getByTestId('detector-status').filter({ hasText: `the prompt's ${now} tokens` }).waitFor();
   assert.equal(await page.locator('[data-testid=head-scores-table] tbody tr').count(), 2 * 4);
   await page.close();
@@ -1709,8 +1727,17 @@ test('ablation: Ablate zeroes the open head, every view follows, the next token 
   await page.getByTestId('ablated-heads').filter({ hasText: 'L0 H1, L0 MLP, L1 H3' }).waitFor();
   // Clear: the clean run again.
   await page.getByTestId('clear-ablation').click();
-  await page.waitForFunction(() => ![...document.querySelectorAll('[data-testid=candidate] .candidate-prob')].some((e) => e.textContent.includes('→')));
+  // The answers for the edits above may still arrive after the click: wait for the clean run's
+  // candidates themselves, not only for the arrows to go.
+  await page.waitForFunction(
+    (clean) => {
+      const rows = [...document.querySelectorAll('[data-testid=candidate]')];
+      return rows.length === clean.length && rows.every((row, i) => Number(row.dataset.id) === clean[i].id && Number(row.dataset.prob) === clean[i].prob);
+    },
+    clean,
+  );
   assert.deepEqual(await candidates(page), clean);
+  assert.ok(![...(await page.locator('[data-testid=candidate] .candidate-prob').allInnerTexts())].some((text) => text.includes('→')), 'no before → after');
   assert.equal(await grid.locator('button.head.ablated').count(), 0);
   await page.screenshot({ path: `${shots}/ablation-cleared.png` });
   await page.close();

@@ -87,6 +87,7 @@ async function typingRun(page, url, model) {
     return {
       redraws: durations('gptlens:keystroke→redraw'),
       stages: Object.fromEntries(stages.map((stage) => [stage, durations(`gptlens:stage:${stage}`)])),
+      paintParts: measures.filter((entry) => entry.name === 'gptlens:stage:paint').map((entry) => entry.detail),
       tokens: forward.at(-1)?.detail?.tokens,
       computed: forward.map((entry) => entry.detail?.computed),
       messages,
@@ -109,7 +110,10 @@ async function floorRun(page) {
     window.floor = [];
     box.addEventListener('input', () => {
       const start = performance.now();
-      requestAnimationFrame(() => setTimeout(() => window.floor.push(performance.now() - start), 0));
+      requestAnimationFrame(() => {
+        const frame = performance.now();
+        setTimeout(() => window.floor.push({ ms: performance.now() - start, renderMs: performance.now() - frame }), 0);
+      });
     });
     document.body.append(box);
     box.focus();
@@ -135,7 +139,9 @@ async function benchModel(browser, url, model) {
     const page = await context.newPage();
     cold.push(await coldStart(page, url, model));
     warm.push(await coldStart(page, url, model));
-    runs.push({ load: loadavg()[0], ...(await typingRun(page, url, model)), floor: await floorRun(page) });
+    const typing = await typingRun(page, url, model);
+    const floor = await floorRun(page);
+    runs.push({ load: loadavg()[0], ...typing, floor: floor.map((f) => f.ms), floorRender: floor.map((f) => f.renderMs) });
     await context.close();
   }
   return { model, cold, warm, runs };
@@ -160,6 +166,16 @@ function report({ model, cold, warm, runs }) {
     const values = runs.flatMap((run) => run.stages[stage]);
     const budget = { tokenize: 1, 'next-token': 1, views: 6 }[stage];
     lines.push(`| stage: ${stage} (ms) | ${ms(quantile(values, 0.5))} | ${ms(quantile(values, 0.95))} | ${runs.map((run) => ms(quantile(run.stages[stage], 0.5))).join(' · ')} | ${budget === undefined ? '' : `median ${verdict(quantile(values, 0.5), budget)}`} |`);
+  }
+  // The paint stage in two: the wait for the browser's next frame, then that frame's work.
+  const paintPart = (key) => (run) => run.paintParts.map((detail) => detail?.[key]).filter((value) => value !== undefined);
+  for (const [label, values] of [
+    ['paint: waiting for the next frame', paintPart('frameWaitMs')],
+    ["paint: the frame's own work (style, layout, paint)", paintPart('renderMs')],
+    ["floor: the frame's own work for the bare text box", (run) => run.floorRender],
+  ]) {
+    const all = runs.flatMap(values);
+    lines.push(`| ${label} (ms) | ${ms(quantile(all, 0.5))} | ${ms(quantile(all, 0.95))} | ${runs.map((run) => ms(quantile(values(run), 0.5))).join(' · ')} | |`);
   }
   const redrawCount = runs.reduce((sum, run) => sum + run.redraws.length, 0);
   const messages = runs.reduce((sum, run) => sum + run.messages, 0);

@@ -78,9 +78,15 @@ export const NO_REDRAWS: RedrawStats = {
   tokens: undefined,
 };
 
-/** Resolves after the browser has painted the current DOM (the task after the next frame). */
-function nextPaint(): Promise<void> {
-  return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+/** Resolves after the browser has painted the current DOM (the task after the next frame), with
+ * the time the frame began (its animation-frame callback). */
+function nextPaint(): Promise<number> {
+  return new Promise((resolve) =>
+    requestAnimationFrame(() => {
+      const frame = performance.now();
+      setTimeout(() => resolve(frame), 0);
+    }),
+  );
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -111,8 +117,10 @@ export class RedrawClock {
     if (answered.length === 0) return undefined;
     this.pending = this.pending.filter((keystroke) => keystroke.seq > seq);
     const drawn = performance.now();
-    await nextPaint();
-    stage('paint', drawn);
+    const frame = await nextPaint();
+    // The paint in two: waiting for the browser's next frame (its clock ticks 60 times a second,
+    // whatever the page does), then the frame's own work (style, layout, paint).
+    stage('paint', drawn, { frameWaitMs: frame - drawn, renderMs: performance.now() - frame });
     const { duration } = performance.measure(REDRAW_MEASURE, { start: answered[0]!.start, end: performance.now() });
     this.samples.push(duration);
     return duration;

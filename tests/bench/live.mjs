@@ -112,7 +112,10 @@ async function floorRun(page) {
       const start = performance.now();
       requestAnimationFrame(() => {
         const frame = performance.now();
-        setTimeout(() => window.floor.push({ ms: performance.now() - start, renderMs: performance.now() - frame }), 0);
+        setTimeout(() => {
+          const now = performance.now();
+          window.floor.push({ ms: now - start, renderMs: now - frame });
+        }, 0);
       });
     });
     document.body.append(box);

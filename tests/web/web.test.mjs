@@ -102,6 +102,12 @@ function untilChipsAre(page, ids) {
   );
 }
 
+/** Waits until the prompt box no longer holds `text`: a step's or a candidate's text reaches it
+ * after the chips (and the undo record with it). */
+function untilPromptLeaves(page, text) {
+  return page.waitForFunction((text) => document.querySelector('[data-testid=prompt]').value !== text, text);
+}
+
 /** Waits for the views the page left for later (off screen while typing went on) to be drawn. */
 function viewsSettled(page) {
   return page.waitForFunction(() => window.gptlensViewsWaiting === 0);
@@ -573,7 +579,7 @@ test('Ctrl+Z undoes a step, a generation or an appended candidate as one unit, C
   const holds = (text) => page.waitForFunction((text) => document.querySelector('[data-testid=prompt]').value === text, text);
   // A step or a candidate is recorded for undo when its text reaches the prompt box (after the
   // chips): wait for that before pressing Ctrl+Z.
-  const leaves = (text) => page.waitForFunction((text) => document.querySelector('[data-testid=prompt]').value !== text, text);
+  const leaves = (text) => untilPromptLeaves(page, text);
   const before = (await chipIds(page)).length;
   await page.getByLabel('Tokens to generate').fill('4');
   await page.getByTestId('generate').click();
@@ -612,7 +618,7 @@ test('Ctrl+Z undoes a step, a generation or an appended candidate as one unit, C
   await box.pressSequentially(' x', { delay: 20 });
   await holds(`${generated} x`);
   await page.keyboard.press('Control+z');
-  await page.waitForFunction((text) => document.querySelector('[data-testid=prompt]').value !== text, `${generated} x`);
+  await leaves(`${generated} x`);
   const undoneTyping = await box.inputValue();
   assert.ok(`${generated} x`.startsWith(undoneTyping) && undoneTyping.startsWith(generated), `typing undone to “${undoneTyping}”`);
   if (undoneTyping === generated) {
@@ -711,8 +717,7 @@ test('?backend=webgpu: every view from the GPU, probabilities equal to the CPU, 
   const generatedText = await page.getByTestId('prompt').inputValue();
   await page.getByTestId('candidate').first().click();
   await page.waitForFunction((id) => document.querySelector('[data-testid=tokens] li:last-child .chip-id')?.textContent === id, String(first.id));
-  // The prompt box gets the candidate's text after the chips.
-  await page.waitForFunction((text) => document.querySelector('[data-testid=prompt]').value !== text, generatedText);
+  await untilPromptLeaves(page, generatedText);
   const text = await page.getByTestId('prompt').inputValue();
   await assertViewsDrawn(page, tokens.length + 5);
   await assertProbabilitiesMatchCpu(page);
@@ -1737,7 +1742,7 @@ test('ablation: Ablate zeroes the open head, every view follows, the next token 
     clean,
   );
   assert.deepEqual(await candidates(page), clean);
-  assert.ok(![...(await page.locator('[data-testid=candidate] .candidate-prob').allInnerTexts())].some((text) => text.includes('→')), 'no before → after');
+  assert.ok(!(await page.locator('[data-testid=candidate] .candidate-prob').allInnerTexts()).some((text) => text.includes('→')), 'no before → after');
   assert.equal(await grid.locator('button.head.ablated').count(), 0);
   await page.screenshot({ path: `${shots}/ablation-cleared.png` });
   await page.close();

@@ -433,8 +433,7 @@ unsafe fn packed_rows<'a>(
     let row = |o: usize| &b[o * row_bytes..(o + 1) * row_bytes];
     let store = |t: usize, o: usize, v: f32| *out.0.add(t * ld + o) = v + bias.map_or(0.0, |b| b[o]);
     let chunk = chunk_tokens(n_in);
-    let mut start = 0;
-    while start < n_tok {
+    for start in (0..n_tok).step_by(chunk) {
         let end = (start + chunk).min(n_tok);
         // Prefill with a 2-row kernel: two rows at a time against every `ROWS2_TOKENS` tokens, as
         // many rows and tokens as fill whole passes; what they leave, one row at a time below.
@@ -468,7 +467,6 @@ unsafe fn packed_rows<'a>(
                 store(t, o, (k.one)(ty, row(o), input(t)));
             }
         }
-        start = end;
     }
 }
 

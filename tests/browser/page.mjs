@@ -166,7 +166,40 @@ export async function runPromptFixture(options, tokens) {
     const t = tokens.length;
     const head = Array.from(whole.tensor('blocks.1.attn.hook_pattern').data.subarray(2 * t * t, 3 * t * t));
     const tooLong = await live.runPrompt(text.repeat(20), { capture }).then(() => 'no error', (error) => `${error.name}: ${error.message}`);
+    // Waitable answers, on a third session: the same answers, settled by waitForAnswer in this
+    // task (only promise callbacks run between, never a message); one too big for the shared
+    // buffer (every hook of a 64-token prompt, 0.26 MB) comes by message, and the next fits.
+    const waited = await engine.session();
+    const waitFor = async (input, query) => {
+      let settled = false;
+      const asked = waited.runPrompt(input, query, { waitable: true });
+      void asked.then(() => (settled = true));
+      engine.waitForAnswer(50);
+      for (let tick = 0; tick < 20; tick++) await null;
+      const inThisTask = settled;
+      const answer = await asked;
+      return { settled: inThisTask, tokens: Array.from(answer.trace.tokens()), top: answer.next?.top, kept: answer.next?.kept, labels: answer.labels, tensors: capture.map((hook) => Array.from(answer.trace.tensor(hook)?.data ?? [])) };
+    };
+    const waitable = [];
+    for (const edit of [text, `${text} the`, `${text} they`]) waitable.push(await waitFor(edit, { capture, next: { k: 5, sampling, survivors: 50 } }));
+    const long = Uint32Array.from({ length: 64 }, (_, i) => tokens[i % tokens.length]);
+    const tooBig = [];
+    for (let run = 0; run < 2; run++) {
+      await waited.reset();
+      tooBig.push((await waitFor(long, {})).settled);
+    }
+    const badWait = [NaN, -1, 51, '5'].map((ms) => {
+      try {
+        engine.waitForAnswer(ms);
+        return 'no error';
+      } catch (error) {
+        return `${error.name}: ${error.message}`;
+      }
+    });
     return {
+      waitable,
+      tooBig,
+      badWait,
       steps,
       logits,
       pooledNames: pooled.trace.names().filter((name) => name.includes('pattern')),

@@ -111,6 +111,27 @@ test('session.runPrompt answers in one message what encode, run, topK and tokenS
   assert.match(prompted.tooLong, /^RangeError: The prompt is \d+ tokens; this model reads at most 64\.$/);
 });
 
+test('runPrompt\'s waitable answers settle in the task that waits for them, the same answers as by message', () => {
+  assert.equal(prompted.error, undefined);
+  prompted.waitable.forEach((answer, i) => {
+    const step = prompted.steps[i];
+    assert.equal(answer.settled, true, `edit ${i}: settled by waitForAnswer, before any message`);
+    assert.deepEqual(answer.tokens, step.tokens[0]);
+    assert.deepEqual(answer.labels, step.labels[0]);
+    assert.deepEqual(answer.top.map(({ id, prob }) => ({ id, prob })), step.top[0]);
+    assert.deepEqual(answer.top.map(({ label }) => label), step.topLabels[0]);
+    assert.deepEqual(answer.kept, step.kept[0]);
+    answer.tensors.forEach((tensor, hook) => assert.deepEqual(bits(tensor), bits(step.tensors[hook][0])));
+  });
+  assert.deepEqual(prompted.tooBig, [false, true], 'too big for the buffer: by message; the buffer grows for the next');
+  assert.deepEqual(prompted.badWait, [
+    'RangeError: ms must be a number of milliseconds in [0, 50], not NaN',
+    'RangeError: ms must be a number of milliseconds in [0, 50], not -1',
+    'RangeError: ms must be a number of milliseconds in [0, 50], not 51',
+    'TypeError: ms must be a number of milliseconds in [0, 50], not "5"',
+  ]);
+});
+
 test('a page that is not cross-origin isolated falls back to single-thread and says why', () => {
   assert.equal(fallback.crossOriginIsolated, false);
   assert.equal(fallback.backend.threads, 1);

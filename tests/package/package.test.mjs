@@ -296,8 +296,8 @@ function fakeWorker(info = { ...model.info() }) {
     addEventListener(type, listener) {
       if (type === 'message') listeners.push(listener);
     },
-    postMessage({ id, op, args, release }) {
-      posted.push({ op, args, ...(release ? { release } : {}) });
+    postMessage({ id, op, args, release, reply }) {
+      posted.push({ op, args, ...(release ? { release } : {}), ...(reply ? { reply } : {}) });
       const result = {
         init: backend(),
         load: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
@@ -404,6 +404,36 @@ test('the worker client checks the same arguments before posting anything to the
   engine.terminate();
 });
 
+test('answers in shared memory (reply.js) come back as sent: typed arrays, NaN, infinities, undefined in arrays; too big or a Map go by message; each is read once', async () => {
+  // Internal to the package (not in its exports): imported by file, beside its entry point.
+  const { ReplyBuffer, writeReply } = await import(new URL('./reply.js', import.meta.resolve('gptlens')).href);
+  const replies = ReplyBuffer.create();
+  const answer = {
+    floats: new Float32Array(70_000).map((_, i) => i / 7),
+    odd: [1, NaN, undefined, -Infinity, { bytes: new Uint8Array([1, 2, 3]) }],
+    left: undefined,
+    text: 'the "cat"\n',
+    nothing: null,
+    flag: true,
+    ids: new Uint32Array([1, 2, 2 ** 32 - 1]),
+    deep: { list: [{ p: 0.5, q: Infinity }] },
+  };
+  assert.equal(writeReply(replies.expect(1), 1, answer), false, '0.28 MB: more than the first buffer');
+  assert.equal(replies.awaited, undefined, 'the page stops waiting at once');
+  assert.equal(writeReply(replies.expect(2), 2, answer), true, 'the next buffer is larger');
+  const taken = replies.take();
+  assert.equal(taken.id, 2);
+  const { left, ...sent } = answer;
+  assert.deepEqual(taken.result, sent);
+  assert.ok(!('left' in taken.result), 'an undefined property is left out, as by message');
+  assert.equal(replies.take(), undefined, 'read once');
+  assert.equal(writeReply(replies.expect(3), 3, NaN), true);
+  assert.ok(Number.isNaN(replies.take().result));
+  assert.equal(writeReply(replies.expect(4), 4, { kept: new Map() }), false, 'a Map goes by message');
+  assert.equal(writeReply(replies.expect(6), 5, 1), false, 'an answer the page no longer expects goes by message');
+  assert.equal(replies.awaited, 6);
+});
+
 test('the worker client frees released traces with its next request, or after a second on its own', async () => {
   const worker = fakeWorker();
   const engine = await createWorkerClient({ worker });
@@ -413,12 +443,14 @@ test('the worker client frees released traces with its next request, or after a 
   const before = worker.posted.length;
   await trace.release();
   assert.equal(worker.posted.length, before, 'no message of its own');
-  await session.runPrompt('The cat sat', {});
+  // Kept alive to the end: this fake worker numbers every trace 5, and a collected one would be released again.
+  const second = await session.runPrompt('The cat sat', {});
   assert.deepEqual(worker.posted.slice(before).map(({ op, release }) => [op, release]), [['sessionRunPrompt', [5]]]);
   const again = await session.runPrompt('The cat sat on', {});
   await again.trace.release();
   await new Promise((resolve) => setTimeout(resolve, 1200));
   assert.deepEqual(worker.posted.slice(before + 2).map(({ op, release }) => [op, release]), [['releaseTraces', [5]]]);
+  assert.equal(second.trace.computed, 1);
   engine.terminate();
 });
 
@@ -445,9 +477,17 @@ test('the worker client checks runPrompt\'s input and query before posting: one 
   for (const [input, query, name, message] of bad) {
     await assert.rejects(session.runPrompt(input, query), { name, message }, `runPrompt(${JSON.stringify(input)}, ${JSON.stringify(query)})`);
   }
+  await assert.rejects(session.runPrompt('a', {}, { waitable: 'yes' }), { name: 'TypeError', message: 'waitable must be true or false, not "yes"' });
   assert.equal(worker.posted.length, before, 'no bad call reached the worker');
+  // A waitable answer the Worker did not write to shared memory (this fake never does) comes by
+  // message: the wait gives up after its milliseconds and the call still settles.
+  const waited = session.runPrompt('The cat', {}, { waitable: true });
+  engine.waitForAnswer(5);
+  assert.equal((await waited).trace.computed, 1);
+  assert.ok(worker.posted.at(-1).reply instanceof SharedArrayBuffer, 'the shared buffer went with the request');
+  assert.throws(() => engine.waitForAnswer(60), { name: 'RangeError', message: 'ms must be a number of milliseconds in [0, 50], not 60' });
   const answer = await session.runPrompt('The cat', { capture: ['logits'], pooledPast: 100, open: { layer: 1, head: 3 }, next: { k: 2 ** 40, sampling: { temperature: 1, topK: 2 ** 40 }, survivors: 2 ** 40 } });
-  const sent = worker.posted.slice(before);
+  const sent = worker.posted.slice(before + 1);
   assert.deepEqual(sent.map(({ op }) => op), ['sessionRunPrompt'], 'one message');
   assert.deepEqual(sent[0].args, [1, 'The cat', { capture: ['logits'], pooledPast: 100, open: { layer: 1, head: 3 }, next: { k: 513, sampling: { temperature: 1, topK: 513 }, survivors: 513 } }]);
   assert.equal(answer.trace.computed, 1);

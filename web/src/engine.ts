@@ -166,16 +166,20 @@ export class Engine {
    * reused), every token's label and, with `sampling` (not for an encoder), the next token. A
    * prompt too long for every head's whole map captures the maps pooled, plus `opened` whole.
    */
-  async run(text: string | Uint32Array, opened: HeadRef, sampling: SamplingParams | undefined): Promise<Run> {
+  async run(text: string | Uint32Array, opened: HeadRef, sampling: SamplingParams | undefined, waitable = false): Promise<Run> {
     const input = typeof text === 'string' && !this.info.hasTokenizer ? parseIds(text, this.info.vocabSize) : text;
     const started = performance.now();
     const answer = await this.session
-      .runPrompt(input, {
-        capture: this.capture,
-        pooledPast: wholeMapsUpTo(this.info),
-        open: opened,
-        next: sampling && { k: SHOWN_CANDIDATES, sampling, survivors: SURVIVOR_LIMIT },
-      })
+      .runPrompt(
+        input,
+        {
+          capture: this.capture,
+          pooledPast: wholeMapsUpTo(this.info),
+          open: opened,
+          next: sampling && { k: SHOWN_CANDIDATES, sampling, survivors: SURVIVOR_LIMIT },
+        },
+        { waitable },
+      )
       .catch((error: unknown) => {
         // Too long for the context, or to show (the engine's capture budget): said under the
         // prompt while the views keep the last run, instead of the engine running out of memory.
@@ -193,6 +197,11 @@ export class Engine {
     const next = answer.next && nextToken(answer.next, sampling!);
     const transferMs = roundTrip - timings.tokenize - timings.forward - timings.next;
     return { trace, analysis: analyse(trace, this.info, labels, head), next, timings: { ...timings, transfer: transferMs } };
+  }
+
+  /** Blocks up to `ms` for the answer of the latest waitable `run`, which then settles in this task. */
+  waitForAnswer(ms: number): void {
+    this.client.waitForAnswer(ms);
   }
 
   /** True while the session keeps its queries: a long prompt's opened head can be remade whole. */

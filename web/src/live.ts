@@ -4,7 +4,7 @@
 // at most one runs, and the newest prompt is the next.
 import { coalesceLatest, cosine, type WorkerTrace } from 'gptlens';
 import { engineCrash, PromptError, type Engine } from './engine.ts';
-import { firstProbabilitiesShown, RedrawClock, stage, stageTook } from './perf.ts';
+import { firstProbabilitiesShown, inNextFrame, RedrawClock, stage, stageTook } from './perf.ts';
 import { RANKED_SENTENCES } from './similarity.ts';
 import type { Store } from './store.ts';
 
@@ -17,6 +17,11 @@ export async function isWrapped(engine: Engine, text: string): Promise<boolean> 
   const opening = await engine.chatOpening();
   return opening.length > 0 && text.trimStart().startsWith(opening);
 }
+
+/** After a run this short (the Worker's time, ms), the next is waited for in the next frame... */
+const SHORT_RUN_MS = 5;
+/** ...for at most this long. */
+const SHORT_RUN_WAIT_MS = 8;
 
 export class Live {
   private readonly clock = new RedrawClock();
@@ -48,6 +53,9 @@ export class Live {
    * cannot restart the engine in a loop. */
   private crashedPrompt: string | undefined;
   private holdRerun = false;
+  /** The Worker's time for the latest run (encoding, forward pass, next token); a new model's
+   * first run is not waited for. */
+  private lastWorkerMs = Infinity;
   /** When the engine's memory was last read for the diagnostics (`performance.now()`). */
   private memoryReadAt = -Infinity;
 
@@ -152,6 +160,7 @@ export class Live {
   /** A new model is loaded: the same prompt, run on it. */
   modelChanged(): void {
     this.clock.reset();
+    this.lastWorkerMs = Infinity;
     const { ablated, ablateWith } = this.store.state;
     if (ablated.length > 0) void this.store.state.model?.engine.setAblation(ablated, ablateWith);
     this.tokens = new Uint32Array();
@@ -336,7 +345,15 @@ export class Live {
 
   private async show(engine: Engine, input: string | Uint32Array, keystroke: number | undefined): Promise<void> {
     // One message to the Worker: encoding, the forward pass, labels and the next token.
-    const { trace, analysis, next, timings } = await engine.run(input, this.store.state.head, engine.encoder ? undefined : this.store.state.sampling);
+    // When the model's last run took the Worker a few ms, this one's answer is waited for at the
+    // start of the next frame (the keystroke's own), blocked, and drawn in it. By message it
+    // would arrive after that frame and be painted in the one after. A longer run's answer comes
+    // by message: this thread stays free meanwhile.
+    const waitable = this.lastWorkerMs <= SHORT_RUN_MS;
+    const running = engine.run(input, this.store.state.head, engine.encoder ? undefined : this.store.state.sampling, waitable);
+    if (waitable) inNextFrame(() => engine.waitForAnswer(SHORT_RUN_WAIT_MS));
+    const { trace, analysis, next, timings } = await running;
+    this.lastWorkerMs = timings.tokenize + timings.forward + timings.next;
     const tokens = analysis.tokens;
     stageTook('tokenize', timings.tokenize);
     stageTook('forward', timings.forward, { computed: analysis.computed, tokens: tokens.length });

@@ -78,9 +78,26 @@ export const NO_REDRAWS: RedrawStats = {
   tokens: undefined,
 };
 
-/** Resolves after the browser has painted the current DOM (the task after the next frame), with
- * the time the frame began (its animation-frame callback). */
+/** True while a frame is being made: from an `inNextFrame` callback to the task after that frame. */
+let inFrame = false;
+
+/** Runs `callback` at the start of the next frame (its animation-frame callbacks): what it, and
+ * the promise callbacks it settles, draw is painted in that frame. */
+export function inNextFrame(callback: () => void): void {
+  requestAnimationFrame(() => {
+    inFrame = true;
+    setTimeout(() => (inFrame = false), 0);
+    callback();
+  });
+}
+
+/** Resolves after the browser has painted the current DOM (the task after the frame that paints
+ * it: this one, when drawn while a frame is being made), with the time that frame began drawing it. */
 function nextPaint(): Promise<number> {
+  if (inFrame) {
+    const frame = performance.now();
+    return new Promise((resolve) => setTimeout(() => resolve(frame), 0));
+  }
   return new Promise((resolve) =>
     requestAnimationFrame(() => {
       const frame = performance.now();

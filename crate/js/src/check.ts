@@ -82,6 +82,17 @@ export function temperature(value: unknown, name = 'temperature'): number {
   return value;
 }
 
+/** The longest `waitForAnswer` may block its thread: longer, it would be a long task. */
+const MAX_WAIT_MS = 50;
+
+/** `waitForAnswer`'s milliseconds, in [0, MAX_WAIT_MS]. */
+export function waitMs(value: unknown, name: string): number {
+  const range = `a number of milliseconds in [0, ${MAX_WAIT_MS}]`;
+  if (typeof value !== 'number') throw new TypeError(`${name} must be ${range}, not ${show(value)}`);
+  if (!(value >= 0 && value <= MAX_WAIT_MS)) throw new RangeError(`${name} must be ${range}, not ${show(value)}`);
+  return value;
+}
+
 /** A position in [0, length). */
 export function position(value: unknown, length: number, name = 'pos'): number {
   return integer(value, name, 0, length, `[0, ${length})`);

@@ -4,6 +4,7 @@
 import * as check from './check.js';
 import { EngineCrashedError } from './crash.js';
 import { iteratePieces, type Pieces } from './pieces.js';
+import { ReplyBuffer } from './reply.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type {
   AblateWith,
@@ -45,6 +46,18 @@ export interface PromptAnswer {
   opened: Tensor | undefined;
   /** Where the Worker's time went. */
   timings: PromptTimings;
+}
+
+/** How `WorkerSession.runPrompt` gets its answer. */
+export interface RunPromptOptions {
+  /**
+   * The answer may be waited for, blocked, with `GptlensWorker.waitForAnswer` (default false).
+   * A page that asks on a keystroke and waits in the keystroke's own animation frame draws a
+   * short run's answer in that frame; answered by message, it is painted a frame later. Needs
+   * shared memory (a cross-origin isolated page, or Node); without it, or for an answer that
+   * does not fit it, the answer comes by message as usual.
+   */
+  waitable?: boolean | undefined;
 }
 
 /**
@@ -97,6 +110,32 @@ class Connection {
     return this.request(op, args, []);
   }
 
+  /** Shared memory for answers (see `callShared`); made at the first such call, undefined where there is none. */
+  private replies: ReplyBuffer | undefined | null = null;
+
+  /**
+   * `call`, with the answer written to shared memory where there is some, so that `waitForAnswer`
+   * can settle it in the task that waits (otherwise it settles when its note arrives).
+   */
+  callShared<K extends Operation>(op: K, ...args: Args<K>): Promise<Result<K>> {
+    if (this.replies === null) this.replies = ReplyBuffer.create();
+    return this.request(op, args, [], undefined, this.replies);
+  }
+
+  /** Blocks this thread up to `ms` for the answer of the latest `callShared`, if it is still due;
+   * an answer that comes in time settles now. */
+  waitForAnswer(ms: number): void {
+    if (!this.replies || this.replies.awaited === undefined || !this.pending.has(this.replies.awaited)) return;
+    this.replies.wait(ms);
+    this.takeShared();
+  }
+
+  /** Settles the request whose answer is in shared memory, if one is. */
+  private takeShared(): void {
+    const answer = this.replies?.take();
+    if (answer) this.settle({ id: answer.id, ok: true, result: answer.result });
+  }
+
   /** Traces let go of, to be freed in the worker: they go with the next request (one per keystroke, in a live page). */
   private released: number[] = [];
   private releaseTimer: ReturnType<typeof setTimeout> | undefined;
@@ -115,6 +154,7 @@ class Connection {
     args: Args<K>,
     transfer: Transferable[],
     progress?: (done: number, total: number) => void,
+    replies?: ReplyBuffer,
   ): Promise<Result<K>> {
     const id = this.nextId++;
     if (this.crashed) return Promise.reject(this.crashed);
@@ -122,10 +162,17 @@ class Connection {
     this.releaseTimer = undefined;
     const release = this.released.splice(0);
     return new Promise<Result<K>>((resolve, reject) => {
+      const request = { id, op, args } as Request;
+      if (release.length > 0) request.release = release;
+      if (replies) {
+        // An answer still in the buffer is read before the buffer is promised to this one.
+        this.takeShared();
+        request.reply = replies.expect(id);
+      }
       // Throwing here (a DataCloneError) rejects this promise with nothing left pending; the
       // releases wait for the next request.
       try {
-        this.worker.postMessage((release.length > 0 ? { id, op, args, release } : { id, op, args }) as Request, transfer);
+        this.worker.postMessage(request, transfer);
       } catch (error) {
         this.released.push(...release);
         throw error;
@@ -161,7 +208,8 @@ class Connection {
     this.failAll(new Error('the gptlens worker was terminated'));
   }
 
-  private settle(response: Response): void {
+  private settle(response: Response | { id: number; ok: true; result: unknown }): void {
+    if ('shared' in response) return this.takeShared();
     const pending = this.pending.get(response.id);
     if (!pending) return;
     if ('progress' in response) {
@@ -438,6 +486,16 @@ export class GptlensWorker {
     }, this.requested);
   }
 
+  /**
+   * Blocks this thread for up to `ms` (at most 50) until the answer of the latest
+   * `runPrompt(…, { waitable: true })` is written, and settles it now if it is: its callbacks
+   * run in this task. Returns at once when no such answer is due. For a page's animation-frame
+   * callback, so that a short run's answer is drawn in the frame being made.
+   */
+  waitForAnswer(ms: number): void {
+    this.connection.waitForAnswer(check.waitMs(ms, 'ms'));
+  }
+
   /** Tests only: crashes the worker's engine on purpose (see `abortForTesting`). @internal */
   abortForTesting(how: 'now' | 'microtask' | 'pool thread' = 'now'): Promise<void> {
     return this.connection.call('abortForTesting', how);
@@ -475,11 +533,13 @@ export class WorkerSession {
    * is asked, so a page that redraws on every keystroke waits for one round trip, not a chain.
    * A prompt longer than the context is a RangeError.
    */
-  async runPrompt(input: string | Uint32Array | readonly number[], query: PromptQuery = {}): Promise<PromptAnswer> {
+  async runPrompt(input: string | Uint32Array | readonly number[], query: PromptQuery = {}, options: RunPromptOptions = {}): Promise<PromptAnswer> {
     const checked = typeof input === 'string' ? input : check.tokenIds(input, this.vocab, 'input');
     const asked = check.promptQuery(query, this.facts);
     if (asked.next) check.needHead(this.facts, 'runPrompt (query.next)');
-    const { trace, ...rest } = await this.connection.call('sessionRunPrompt', this.id, checked, asked);
+    const shared = check.flag(options.waitable ?? false, 'waitable');
+    const call = shared ? this.connection.callShared('sessionRunPrompt', this.id, checked, asked) : this.connection.call('sessionRunPrompt', this.id, checked, asked);
+    const { trace, ...rest } = await call;
     return { trace: new WorkerTrace(this.connection, trace, this.facts), ...rest };
   }
 

@@ -113,14 +113,20 @@ export type Operation = keyof Operations;
 export type Args<K extends Operation> = Operations[K]['args'];
 export type Result<K extends Operation> = Operations[K]['result'];
 
-/** `release`: traces the page let go of, freed before the operation runs (they ride along, so letting go costs no message of its own). */
-export type Request = { [K in Operation]: { id: number; op: K; args: Args<K>; release?: TraceId[] } }[Operation];
+/**
+ * `release`: traces the page let go of, freed before the operation runs (they ride along, so
+ * letting go costs no message of its own). `reply`: shared memory for the answer (see reply.ts);
+ * it comes by message when it cannot go there.
+ */
+export type Request = { [K in Operation]: { id: number; op: K; args: Args<K>; release?: TraceId[]; reply?: SharedArrayBuffer } }[Operation];
 
 export type Response =
   | { [K in Operation]: { id: number; op: K; ok: true; result: Result<K> } }[Operation]
   | { id: number; op: Operation; ok: false; error: { name: string; message: string } }
   /** A long request's progress, before its answer. */
-  | { id: number; op: Operation; progress: [done: number, total: number] };
+  | { id: number; op: Operation; progress: [done: number, total: number] }
+  /** The answer is in the request's `reply` memory. */
+  | { id: number; op: Operation; shared: true };
 
 /**
  * The buffers in a message that can move instead of being copied: those a typed array owns whole.

@@ -5,6 +5,7 @@
 import { abortForTesting, crashFlag, engineMemoryBytes, init } from './backend.js';
 import { asEngineFailure, EngineCrashedError } from './crash.js';
 import { GgufLoader, Model, Session, Trace } from './model.js';
+import { declineReply, writeReply } from './reply.js';
 import { Trainer } from './train.js';
 import { transferables, type Args, type Operation, type PromptData, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type { HookName, ModelInfo, PromptQuery } from './types.js';
@@ -242,7 +243,7 @@ function onUncaught(error: unknown, event: Event): void {
 scope.addEventListener('error', (event) => onUncaught(event.error, event));
 scope.addEventListener('unhandledrejection', (event) => onUncaught(event.reason, event));
 
-async function handle({ id, op, args, release = [] }: Request): Promise<void> {
+async function handle({ id, op, args, release = [], reply }: Request): Promise<void> {
   for (const trace of release) {
     traces.get(trace)?.free();
     traces.delete(trace);
@@ -252,8 +253,10 @@ async function handle({ id, op, args, release = [] }: Request): Promise<void> {
     inFlight = id;
     const crashed = new Promise<never>((_, reject) => (failInFlight = reject));
     const result = await Promise.race([run(...args), crashed]);
-    scope.postMessage({ id, op, ok: true, result } as Response, transferables(result));
+    if (reply && writeReply(reply, id, result)) scope.postMessage({ id, op, shared: true }, []);
+    else scope.postMessage({ id, op, ok: true, result } as Response, transferables(result));
   } catch (error) {
+    if (reply) declineReply(reply, id);
     const { name, message } = error instanceof Error ? error : new Error(String(error));
     scope.postMessage({ id, op, ok: false, error: { name, message } }, []);
   }

@@ -1,0 +1,198 @@
+// Answers in shared memory: a request's result written by the Worker into a SharedArrayBuffer,
+// which the page's thread can wait for, blocked, at a moment of its choosing. A page that asks
+// on a keystroke and waits at the start of the keystroke's own frame (its animation-frame
+// callback) draws a short run's answer in that frame; a message would arrive after it, and its
+// answer would be painted a frame later.
+//
+// The buffer's first word says whose answer it holds. The page writes the request's id there
+// before posting. The Worker writes the answer behind the header only while that id is still
+// there, swaps it for its negative, and posts a note saying so; otherwise (the page has asked
+// again since, the answer does not fit, or this encoding cannot carry it) it posts the answer as
+// usual. The page reads a written answer at the first of: its own wait, the note, or its next
+// request, and sets the word to 0; so each answer is read once, and none is lost.
+
+/** Bytes before the answer: the state word, the JSON's length, the size an answer needed. */
+const HEADER = 16;
+const STATE = 0;
+const JSON_BYTES = 1;
+const NEEDED = 2;
+const ARRAYS = [Float32Array, Float64Array, Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array] as const;
+type NumberArray = InstanceType<(typeof ARRAYS)[number]>;
+
+/** Where a value JSON cannot carry sits in the answer (it is `null` in the JSON): a typed array
+ * (its kind, and its bytes' place after the JSON) or a special number, or `undefined` in an array. */
+type Path = (string | number)[];
+type Mark = [path: Path, kind: number, at: number, length: number] | [path: Path, special: keyof typeof SPECIALS];
+
+const SPECIALS = { undefined: undefined, NaN: NaN, Infinity: Infinity, '-Infinity': -Infinity } as const;
+
+/** Raised for a value this encoding does not carry (a Map, a class instance): it goes by message. */
+class Unsupported extends Error {}
+
+/** The answer as JSON text, its marks beside it, and the typed arrays whose bytes follow it (each
+ * 8-byte aligned). The marks are set by path after a plain `JSON.parse`, which is much faster on
+ * the page's thread than a reviver called for every value. */
+function encode(value: unknown): { json: Uint8Array; arrays: NumberArray[]; offsets: number[]; bytes: number } {
+  const arrays: NumberArray[] = [];
+  const offsets: number[] = [];
+  const marks: Mark[] = [];
+  let bytes = 0;
+  const plain = (item: unknown, path: Path): unknown => {
+    if (item === undefined) {
+      marks.push([path, 'undefined']);
+      return null;
+    }
+    if (typeof item === 'number' && !Number.isFinite(item)) {
+      marks.push([path, String(item) as keyof typeof SPECIALS]);
+      return null;
+    }
+    if (item === null || typeof item === 'string' || typeof item === 'number' || typeof item === 'boolean') return item;
+    if (typeof item !== 'object') throw new Unsupported(`a ${typeof item}`);
+    if (ArrayBuffer.isView(item)) {
+      const kind = ARRAYS.findIndex((type) => item instanceof type);
+      if (kind < 0) throw new Unsupported('a typed array of 64-bit integers');
+      const array = item as NumberArray;
+      arrays.push(array);
+      offsets.push(bytes);
+      marks.push([path, kind, bytes, array.length]);
+      bytes += aligned(array.byteLength);
+      return null;
+    }
+    if (Array.isArray(item)) return item.map((entry, i) => plain(entry, [...path, i]));
+    const prototype = Object.getPrototypeOf(item) as unknown;
+    if (prototype !== Object.prototype && prototype !== null) throw new Unsupported(`a ${(item as object).constructor?.name ?? 'class'} object`);
+    const copy: Record<string, unknown> = {};
+    // An undefined property is left out, as a message leaves it undefined.
+    for (const [key, entry] of Object.entries(item)) if (entry !== undefined) copy[key] = plain(entry, [...path, key]);
+    return copy;
+  };
+  const answer = plain(value, []);
+  const json = new TextEncoder().encode(JSON.stringify({ answer, marks }));
+  return { json, arrays, offsets, bytes };
+}
+
+function aligned(bytes: number): number {
+  return Math.ceil(bytes / 8) * 8;
+}
+
+/**
+ * The Worker's side: writes `result` as the answer to request `id` when the page still expects it
+ * there and it fits; true when it did (the page is then sent only a note). False: the answer
+ * goes by message, and the page no longer waits for it. An answer that does not fit records its
+ * size, for the next buffer.
+ */
+export function writeReply(buffer: SharedArrayBuffer, id: number, result: unknown): boolean {
+  const header = new Int32Array(buffer, 0, HEADER / 4);
+  if (Atomics.load(header, STATE) !== id) return false;
+  let encoded: ReturnType<typeof encode>;
+  try {
+    encoded = encode(result);
+  } catch (error) {
+    if (!(error instanceof Unsupported)) throw error;
+    declineReply(buffer, id);
+    return false;
+  }
+  const { json, arrays, offsets, bytes } = encoded;
+  const start = HEADER + aligned(json.byteLength);
+  if (start + bytes > buffer.byteLength) {
+    Atomics.store(header, NEEDED, start + bytes);
+    declineReply(buffer, id);
+    return false;
+  }
+  const memory = new Uint8Array(buffer);
+  memory.set(json, HEADER);
+  arrays.forEach((array, i) => memory.set(new Uint8Array(array.buffer, array.byteOffset, array.byteLength), start + offsets[i]!));
+  Atomics.store(header, JSON_BYTES, json.byteLength);
+  return Atomics.compareExchange(header, STATE, id, -id) === id;
+}
+
+/** The Worker's side when request `id`'s answer goes by message: the page stops waiting for it. */
+export function declineReply(buffer: SharedArrayBuffer, id: number): void {
+  Atomics.compareExchange(new Int32Array(buffer, 0, HEADER / 4), STATE, id, 0);
+}
+
+/** The page's side: one buffer for answers, replaced by a larger one when an answer did not fit. */
+export class ReplyBuffer {
+  private buffer: SharedArrayBuffer;
+
+  /** Undefined where memory cannot be shared with a Worker (a page that is not cross-origin isolated). */
+  static create(bytes = INITIAL_BYTES): ReplyBuffer | undefined {
+    const isolated = (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated;
+    if (typeof SharedArrayBuffer === 'undefined' || isolated === false) return undefined;
+    return new ReplyBuffer(bytes);
+  }
+
+  private constructor(bytes: number) {
+    this.buffer = new SharedArrayBuffer(bytes);
+  }
+
+  private get header(): Int32Array {
+    return new Int32Array(this.buffer, 0, HEADER / 4);
+  }
+
+  /** Expects request `id`'s answer here, from now on; returns the buffer to send with it. Take a
+   * written answer first: this forgets it. */
+  expect(id: number): SharedArrayBuffer {
+    const needed = Atomics.load(this.header, NEEDED);
+    if (needed > this.buffer.byteLength && needed <= MAX_BYTES) this.buffer = new SharedArrayBuffer(aligned(Math.min(MAX_BYTES, needed * 1.5)));
+    Atomics.store(this.header, STATE, id);
+    return this.buffer;
+  }
+
+  /** The request whose answer is expected and not written yet, if any. */
+  get awaited(): number | undefined {
+    const state = Atomics.load(this.header, STATE);
+    return state > 0 ? state : undefined;
+  }
+
+  /** Blocks this thread until the expected answer is written, or `ms` have passed. */
+  wait(ms: number): void {
+    const id = this.awaited;
+    if (id === undefined) return;
+    const deadline = performance.now() + ms;
+    while (Atomics.load(this.header, STATE) === id && performance.now() < deadline);
+  }
+
+  /** The written answer, if there is one (read once: the buffer is free again after). */
+  take(): { id: number; result: unknown } | undefined {
+    const state = Atomics.load(this.header, STATE);
+    if (state >= 0) return undefined;
+    const result = this.read(Atomics.load(this.header, JSON_BYTES));
+    Atomics.store(this.header, STATE, 0);
+    return { id: -state, result };
+  }
+
+  private read(jsonBytes: number): unknown {
+    const memory = new Uint8Array(this.buffer);
+    // Copied out first: TextDecoder does not read shared memory, and the next answer reuses it.
+    const text = new TextDecoder().decode(memory.slice(HEADER, HEADER + jsonBytes));
+    const start = HEADER + aligned(jsonBytes);
+    const { answer, marks } = JSON.parse(text) as { answer: unknown; marks: Mark[] };
+    let whole = answer;
+    for (const mark of marks) {
+      const [path] = mark;
+      let value: unknown;
+      if (mark.length === 2) {
+        value = SPECIALS[mark[1]];
+      } else {
+        const [, kind, at, length] = mark;
+        // A copy that owns its bytes, like a transferred array. (TypeScript's typed-array
+        // constructors are declared for ArrayBuffer; a SharedArrayBuffer is viewed the same way.)
+        value = new ARRAYS[kind]!(this.buffer as ArrayBufferLike as ArrayBuffer, start + at, length).slice();
+      }
+      if (path.length === 0) {
+        whole = value;
+        continue;
+      }
+      let holder = whole as Record<string | number, unknown>;
+      for (const key of path.slice(0, -1)) holder = holder[key] as Record<string | number, unknown>;
+      holder[path[path.length - 1]!] = value;
+    }
+    return whole;
+  }
+}
+
+/** Room for a small model's live answer (the tiny GPT-2's maps, statistics and candidates: ~0.05 MB). */
+const INITIAL_BYTES = 128 << 10;
+/** The largest buffer an answer may ask for (SmolLM2's 64-token answer is ~5 MB). */
+const MAX_BYTES = 64 << 20;

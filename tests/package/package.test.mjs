@@ -421,6 +421,7 @@ test('answers in shared memory (reply.js) come back as sent: typed arrays, NaN, 
   assert.equal(writeReply(replies.expect(1), 1, answer), false, '0.28 MB: more than the first buffer');
   assert.equal(replies.awaited, undefined, 'the page stops waiting at once');
   assert.equal(writeReply(replies.expect(2), 2, answer), true, 'the next buffer is larger');
+  assert.ok(answer.floats instanceof Float32Array && answer.odd[4].bytes instanceof Uint8Array, 'the Worker\'s answer is left as it was');
   const taken = replies.take();
   assert.equal(taken.id, 2);
   const { left, ...sent } = answer;
@@ -430,6 +431,7 @@ test('answers in shared memory (reply.js) come back as sent: typed arrays, NaN, 
   assert.equal(writeReply(replies.expect(3), 3, NaN), true);
   assert.ok(Number.isNaN(replies.take().result));
   assert.equal(writeReply(replies.expect(4), 4, { kept: new Map() }), false, 'a Map goes by message');
+  assert.equal(writeReply(replies.expect(5), 5, { tensor: Object.freeze({ data: new Float32Array(2) }) }), false, 'a typed array in a frozen object goes by message');
   assert.equal(writeReply(replies.expect(6), 5, 1), false, 'an answer the page no longer expects goes by message');
   assert.equal(replies.awaited, 6);
 });

@@ -29,24 +29,32 @@ const SPECIALS = { undefined: undefined, NaN: NaN, Infinity: Infinity, '-Infinit
 /** Raised for a value this encoding does not carry (a Map, a class instance): it goes by message. */
 class Unsupported extends Error {}
 
-/** The answer as JSON text, its marks beside it, and the typed arrays whose bytes follow it (each
- * 8-byte aligned). The marks are set by path after a plain `JSON.parse`, which is much faster on
- * the page's thread than a reviver called for every value. */
+/**
+ * The answer as JSON text, its marks beside it, and the typed arrays whose bytes follow it (each
+ * 8-byte aligned). One walk finds what JSON cannot carry, with one path kept as it goes (copied
+ * only for a mark); the typed arrays are set to `null` in `value` while the engine's own
+ * `JSON.stringify` runs (no replacer, no copy of the answer), then put back. The page sets the
+ * marks by path after a plain `JSON.parse`. The answer has ~1,500 values (a thousand candidates),
+ * so any allocation per value would cost the Worker milliseconds, on the keystroke's path.
+ */
 function encode(value: unknown): { json: Uint8Array; arrays: NumberArray[]; offsets: number[]; bytes: number } {
   const arrays: NumberArray[] = [];
   const offsets: number[] = [];
   const marks: Mark[] = [];
+  const emptied: [holder: Record<string | number, unknown>, key: string | number, array: NumberArray][] = [];
   let bytes = 0;
-  const plain = (item: unknown, path: Path): unknown => {
+  const path: Path = [];
+  const visit = (item: unknown, holder: Record<string | number, unknown> | undefined, inArray: boolean): void => {
+    if (typeof item === 'number') {
+      if (!Number.isFinite(item)) marks.push([[...path], String(item) as keyof typeof SPECIALS]);
+      return;
+    }
     if (item === undefined) {
-      marks.push([path, 'undefined']);
-      return null;
+      // An undefined property is left out by JSON, as a message leaves it undefined.
+      if (inArray || holder === undefined) marks.push([[...path], 'undefined']);
+      return;
     }
-    if (typeof item === 'number' && !Number.isFinite(item)) {
-      marks.push([path, String(item) as keyof typeof SPECIALS]);
-      return null;
-    }
-    if (item === null || typeof item === 'string' || typeof item === 'number' || typeof item === 'boolean') return item;
+    if (item === null || typeof item === 'string' || typeof item === 'boolean') return;
     if (typeof item !== 'object') throw new Unsupported(`a ${typeof item}`);
     if (ArrayBuffer.isView(item)) {
       const kind = ARRAYS.findIndex((type) => item instanceof type);
@@ -54,21 +62,37 @@ function encode(value: unknown): { json: Uint8Array; arrays: NumberArray[]; offs
       const array = item as NumberArray;
       arrays.push(array);
       offsets.push(bytes);
-      marks.push([path, kind, bytes, array.length]);
+      marks.push([[...path], kind, bytes, array.length]);
       bytes += aligned(array.byteLength);
-      return null;
+      if (holder && Object.isFrozen(holder)) throw new Unsupported('a typed array in a frozen object');
+      if (holder) emptied.push([holder, path[path.length - 1]!, array]);
+      return;
     }
-    if (Array.isArray(item)) return item.map((entry, i) => plain(entry, [...path, i]));
+    const container = item as Record<string | number, unknown>;
+    if (Array.isArray(item)) {
+      for (let i = 0; i < item.length; i++) {
+        path.push(i);
+        visit(item[i], container, true);
+        path.pop();
+      }
+      return;
+    }
     const prototype = Object.getPrototypeOf(item) as unknown;
     if (prototype !== Object.prototype && prototype !== null) throw new Unsupported(`a ${(item as object).constructor?.name ?? 'class'} object`);
-    const copy: Record<string, unknown> = {};
-    // An undefined property is left out, as a message leaves it undefined.
-    for (const [key, entry] of Object.entries(item)) if (entry !== undefined) copy[key] = plain(entry, [...path, key]);
-    return copy;
+    for (const key in container) {
+      path.push(key);
+      visit(container[key], container, false);
+      path.pop();
+    }
   };
-  const answer = plain(value, []);
-  const json = new TextEncoder().encode(JSON.stringify({ answer, marks }));
-  return { json, arrays, offsets, bytes };
+  visit(value, undefined, false);
+  for (const [holder, key] of emptied) holder[key] = null;
+  try {
+    const text = JSON.stringify({ answer: ArrayBuffer.isView(value) ? null : value, marks });
+    return { json: new TextEncoder().encode(text), arrays, offsets, bytes };
+  } finally {
+    for (const [holder, key, array] of emptied) holder[key] = array;
+  }
 }
 
 function aligned(bytes: number): number {

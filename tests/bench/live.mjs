@@ -9,7 +9,12 @@
 // prints a Markdown report (also written to tests/output/bench-live.md).
 //
 //   LIVE_RUNS=3  LIVE_THREADS=2  LIVE_MODELS=assets/gptlens-shakespeare,fixtures/gpt2-tiny-f32,assets/SmolLM2-135M-Instruct.Q4_1.gguf
+//
+// LIVE_BUILDS=/tmp/before,/tmp/after (directories of built pages: copies of web/dist) compares
+// builds instead: each run types into every build in turn, alternating, so that a machine whose
+// speed drifts during the bench drifts for all of them; it reports keystroke → redraw per build.
 import { loadavg } from 'node:os';
+import { servePage } from '../web/page-server.mjs';
 import { benchEachModel } from './page-models.mjs';
 
 const RUNS = Number(process.env.LIVE_RUNS ?? 3);
@@ -197,4 +202,40 @@ function report({ model, cold, warm, runs }) {
   return lines.join('\n');
 }
 
-await benchEachModel({ title: 'npm run bench:live', models: MODELS, output: 'bench-live.md', measure: benchModel, report });
+const BUILDS = process.env.LIVE_BUILDS?.split(',');
+
+/** LIVE_BUILDS: each run types into every build in turn, in a fresh context. */
+async function compareBuilds(browser, _url, model) {
+  const servers = await Promise.all(BUILDS.map((outDir) => servePage({ limitSeconds: 24 * 3600, outDir })));
+  const runs = BUILDS.map(() => []);
+  try {
+    for (let run = 0; run < RUNS; run++) {
+      for (const [i, server] of servers.entries()) {
+        const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+        await context.addInitScript(instrument);
+        const page = await context.newPage();
+        runs[i].push({ load: loadavg()[0], ...(await typingRun(page, server.url, model)) });
+        await context.close();
+      }
+    }
+  } finally {
+    await Promise.all(servers.map((server) => server.close()));
+  }
+  return { model, runs };
+}
+
+function compareReport({ model, runs }) {
+  const lines = [`### ${model}`, '', `${RUNS} runs × ${KEYS} keystrokes at ${RATE}/s per build, alternating, ${THREADS} threads.`, '', '| build | keystroke → redraw: pooled median | pooled p95 | per-run medians | load at each run |', '|---|--:|--:|---|---|'];
+  BUILDS.forEach((build, i) => {
+    const redraws = runs[i].flatMap((run) => run.redraws);
+    lines.push(`| ${build} | ${ms(quantile(redraws, 0.5))} | ${ms(quantile(redraws, 0.95))} | ${runs[i].map((run) => ms(quantile(run.redraws, 0.5))).join(' · ')} | ${runs[i].map((run) => run.load.toFixed(2)).join(' · ')} |`);
+  });
+  lines.push('');
+  return lines.join('\n');
+}
+
+await benchEachModel(
+  BUILDS
+    ? { title: 'npm run bench:live (LIVE_BUILDS: builds compared)', models: MODELS, output: 'bench-live-builds.md', measure: compareBuilds, report: compareReport }
+    : { title: 'npm run bench:live', models: MODELS, output: 'bench-live.md', measure: benchModel, report },
+);

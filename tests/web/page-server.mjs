@@ -6,11 +6,13 @@ import { preview } from 'vite';
 
 const web = fileURLToPath(new URL('../../web/', import.meta.url));
 
-export async function servePage({ limitSeconds = 900 } = {}) {
+/** `outDir`: another built page to serve instead (npm run bench:live's LIVE_BUILDS compares builds). */
+export async function servePage({ limitSeconds = 900, outDir = undefined } = {}) {
   const server = await preview({
     root: web,
     configFile: `${web}vite.config.ts`,
     logLevel: 'warn',
+    ...(outDir ? { build: { outDir } } : {}),
     preview: { port: 0, host: '127.0.0.1', strictPort: true, open: false },
   });
   const { port } = server.httpServer.address();

@@ -170,9 +170,16 @@ export async function runPromptFixture(options, tokens) {
     // task (only promise callbacks run between, never a message); one too big for the shared
     // buffer (every hook of a 64-token prompt, 0.26 MB) comes by message, and the next fits.
     const waited = await engine.session();
+    const replyBytes = [];
     const waitFor = async (input, query) => {
       let settled = false;
+      const post = Worker.prototype.postMessage;
+      Worker.prototype.postMessage = function sized(...args) {
+        if (args[0]?.reply) replyBytes.push(args[0].reply.byteLength);
+        return post.apply(this, args);
+      };
       const asked = waited.runPrompt(input, query, { waitable: true });
+      Worker.prototype.postMessage = post;
       void asked.then(() => (settled = true));
       engine.waitForAnswer(50);
       for (let tick = 0; tick < 20; tick++) await null;
@@ -188,6 +195,7 @@ export async function runPromptFixture(options, tokens) {
       await waited.reset();
       tooBig.push((await waitFor(long, {})).settled);
     }
+    tooBig.push(replyBytes.at(-1) > replyBytes.at(-2));
     const badWait = [NaN, -1, 51, '5'].map((ms) => {
       try {
         engine.waitForAnswer(ms);

@@ -123,7 +123,7 @@ test('runPrompt\'s waitable answers settle in the task that waits for them, the 
     assert.deepEqual(answer.kept, step.kept[0]);
     answer.tensors.forEach((tensor, hook) => assert.deepEqual(bits(tensor), bits(step.tensors[hook][0])));
   });
-  assert.deepEqual(prompted.tooBig, [false, true], 'too big for the buffer: by message; the buffer grows for the next');
+  assert.deepEqual(prompted.tooBig, [false, true, true], 'too big for the buffer: by message; a larger buffer goes with the next');
   assert.deepEqual(prompted.badWait, [
     'RangeError: ms must be a number of milliseconds in [0, 50], not NaN',
     'RangeError: ms must be a number of milliseconds in [0, 50], not -1',

@@ -418,9 +418,10 @@ test('answers in shared memory (reply.js) come back as sent: typed arrays, NaN, 
     ids: new Uint32Array([1, 2, 2 ** 32 - 1]),
     deep: { list: [{ p: 0.5, q: Infinity }] },
   };
-  assert.equal(writeReply(replies.expect(1), 1, answer), false, '0.28 MB: more than the first buffer');
+  const expect = (id) => replies.expect(id).buffer;
+  assert.equal(writeReply(expect(1), 1, answer), false, '0.28 MB: more than the first buffer');
   assert.equal(replies.awaited, undefined, 'the page stops waiting at once');
-  assert.equal(writeReply(replies.expect(2), 2, answer), true, 'the next buffer is larger');
+  assert.equal(writeReply(expect(2), 2, answer), true, 'the next buffer is larger');
   assert.ok(answer.floats instanceof Float32Array && answer.odd[4].bytes instanceof Uint8Array, 'the Worker\'s answer is left as it was');
   const taken = replies.take();
   assert.equal(taken.id, 2);
@@ -428,12 +429,108 @@ test('answers in shared memory (reply.js) come back as sent: typed arrays, NaN, 
   assert.deepEqual(taken.result, sent);
   assert.ok(!('left' in taken.result), 'an undefined property is left out, as by message');
   assert.equal(replies.take(), undefined, 'read once');
-  assert.equal(writeReply(replies.expect(3), 3, NaN), true);
+  assert.equal(writeReply(expect(3), 3, NaN), true);
   assert.ok(Number.isNaN(replies.take().result));
-  assert.equal(writeReply(replies.expect(4), 4, { kept: new Map() }), false, 'a Map goes by message');
-  assert.equal(writeReply(replies.expect(5), 5, { tensor: Object.freeze({ data: new Float32Array(2) }) }), false, 'a typed array in a frozen object goes by message');
-  assert.equal(writeReply(replies.expect(6), 5, 1), false, 'an answer the page no longer expects goes by message');
+  assert.equal(writeReply(expect(4), 4, { kept: new Map() }), false, 'a Map goes by message');
+  assert.equal(writeReply(expect(5), 5, { tensor: Object.freeze({ data: new Float32Array(2) }) }), false, 'a typed array in a frozen object goes by message');
+  assert.equal(writeReply(expect(6), 5, 1), false, 'an answer the page no longer expects goes by message');
   assert.equal(replies.awaited, 6);
+});
+
+test('the worker client takes waitable answers from shared memory: in the waiting task, by the note, or before its next request; each once, and an overtaken one by message', async () => {
+  const { writeReply } = await import(new URL('./reply.js', import.meta.resolve('gptlens')).href);
+  // The fake worker of the tests above, holding waitable requests until this test answers them.
+  const base = fakeWorker();
+  const listeners = [];
+  const held = new Map();
+  const deliver = (data) => queueMicrotask(() => listeners.forEach((listener) => listener({ data })));
+  const answerTo = (id) => ({
+    trace: { id, tokens: Uint32Array.of(1, 2), computed: 2, tensors: { logits: { shape: [2, 2], data: Float32Array.of(id, NaN, -Infinity, 0.5) } } },
+    labels: [`answer ${id}`, undefined],
+    next: undefined,
+    opened: undefined,
+    timings: { tokenize: 0, forward: 0, next: 0 },
+  });
+  const worker = {
+    ...base,
+    addEventListener(type, listener) {
+      if (type === 'message') listeners.push(listener);
+      base.addEventListener(type, listener);
+    },
+    postMessage(request) {
+      if (!request.reply) return base.postMessage(request);
+      held.set(request.id, request);
+    },
+  };
+  /** Writes request `id`'s answer to shared memory (true when the client still expected it there), with its note or not. */
+  const write = (id, note) => {
+    const request = held.get(id);
+    const written = writeReply(request.reply, id, answerTo(id));
+    if (written && note) deliver({ id, op: request.op, shared: true });
+    return written;
+  };
+  const post = (id) => deliver({ id, op: 'sessionRunPrompt', ok: true, result: answerTo(id) });
+  const engine = await createWorkerClient({ worker });
+  await engine.load(files);
+  const session = await engine.session();
+  const ask = () => {
+    const call = { settled: false };
+    call.answer = session.runPrompt('The cat', {}, { waitable: true });
+    void call.answer.then(() => (call.settled = true));
+    call.id = [...held.keys()].at(-1);
+    return call;
+  };
+  const ticks = async () => {
+    for (let tick = 0; tick < 20; tick++) await null;
+  };
+  const check = async (call) => {
+    const { trace, labels } = await call.answer;
+    assert.deepEqual(labels, [`answer ${call.id}`, undefined]);
+    assert.deepEqual(Array.from(trace.tensor('logits').data), [call.id, NaN, -Infinity, 0.5]);
+  };
+
+  // Written before the wait: settled by it, in this task (only promise callbacks run before the check).
+  const a = ask();
+  assert.equal(write(a.id, false), true);
+  assert.equal(engine.waitForAnswer(5), true);
+  await ticks();
+  assert.equal(a.settled, true);
+  await check(a);
+  // Written with its note and not waited for: the note settles it.
+  const b = ask();
+  write(b.id, true);
+  await check(b);
+  // Written but not yet read when the next call is made: read before the buffer is promised again.
+  const c = ask();
+  write(c.id, false);
+  const d = ask();
+  await ticks();
+  assert.equal(c.settled, true);
+  await check(c);
+  write(d.id, true);
+  await check(d);
+  // Taken by a wait before its note arrives: the note finds nothing left, and nothing is settled twice.
+  const e = ask();
+  write(e.id, true);
+  assert.equal(engine.waitForAnswer(5), true);
+  await check(e);
+  await ticks();
+  // Not there in time: the wait gives up (and a second wait returns false), the note settles it later.
+  const f = ask();
+  assert.equal(engine.waitForAnswer(1), false);
+  assert.equal(engine.waitForAnswer(1), false);
+  write(f.id, true);
+  await check(f);
+  // Overtaken by a later call: no longer expected in shared memory, so the Worker posts it.
+  const g = ask();
+  const h = ask();
+  assert.equal(write(g.id, true), false);
+  post(g.id);
+  await check(g);
+  assert.equal(write(h.id, true), true);
+  await check(h);
+  assert.equal(engine.waitForAnswer(5), false, 'nothing due');
+  engine.terminate();
 });
 
 test('the worker client frees released traces with its next request, or after a second on its own', async () => {

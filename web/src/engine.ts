@@ -199,9 +199,10 @@ export class Engine {
     return { trace, analysis: analyse(trace, this.info, labels, head), next, timings: { ...timings, transfer: transferMs } };
   }
 
-  /** Blocks up to `ms` for the answer of the latest waitable `run`, which then settles in this task. */
-  waitForAnswer(ms: number): void {
-    this.client.waitForAnswer(ms);
+  /** Blocks up to `ms` for the answer of the latest waitable `run`, which then settles in this
+   * task; true when it did. */
+  waitForAnswer(ms: number): boolean {
+    return this.client.waitForAnswer(ms);
   }
 
   /** True while the session keeps its queries: a long prompt's opened head can be remade whole. */

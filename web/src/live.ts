@@ -4,7 +4,7 @@
 // at most one runs, and the newest prompt is the next.
 import { coalesceLatest, cosine, type WorkerTrace } from 'gptlens';
 import { engineCrash, PromptError, type Engine } from './engine.ts';
-import { firstProbabilitiesShown, inNextFrame, RedrawClock, stage, stageTook } from './perf.ts';
+import { firstProbabilitiesShown, RedrawClock, stage, stageTook } from './perf.ts';
 import { RANKED_SENTENCES } from './similarity.ts';
 import type { Store } from './store.ts';
 
@@ -351,8 +351,12 @@ export class Live {
     // by message: this thread stays free meanwhile.
     const waitable = this.lastWorkerMs <= SHORT_RUN_MS;
     const running = engine.run(input, this.store.state.head, engine.encoder ? undefined : this.store.state.sampling, waitable);
-    if (waitable) inNextFrame(() => engine.waitForAnswer(SHORT_RUN_WAIT_MS));
+    // True once the frame's callback has settled the answer (this one: only one run is in
+    // flight); it is read right after, in the same frame, and then the views are drawn in it.
+    let inFrame = false;
+    if (waitable) requestAnimationFrame(() => (inFrame = engine.waitForAnswer(SHORT_RUN_WAIT_MS)));
     const { trace, analysis, next, timings } = await running;
+    let drawnInFrame = inFrame;
     this.lastWorkerMs = timings.tokenize + timings.forward + timings.next;
     const tokens = analysis.tokens;
     stageTook('tokenize', timings.tokenize);
@@ -362,12 +366,14 @@ export class Live {
     const extraStart = performance.now();
     // With heads ablated, each candidate also shows its probability without the ablation.
     if (next && this.store.state.ablated.length > 0) {
+      drawnInFrame = false; // another round trip to the Worker first
       const before = await engine.unablatedProbs(tokens);
       for (const candidate of next.candidates) candidate.before = before[candidate.id];
     }
     // Scored on the prompt: with the rest of the run, in the same redraw (they need every whole
     // map: a long prompt's pooled ones have none).
     const onPrompt = this.store.state.detectors === 'prompt';
+    if (onPrompt && !analysis.pooled) drawnInFrame = false;
     const headScores = onPrompt ? (analysis.pooled ? undefined : await trace.headScores()) : this.store.state.headScores;
     const extraMs = performance.now() - extraStart;
     if (engine !== this.engine) {
@@ -407,7 +413,7 @@ export class Live {
     }
     // Not awaited: the next forward pass need not wait for this paint.
     if (keystroke !== undefined) {
-      void this.clock.painted(keystroke).then((ms) => ms !== undefined && this.store.set({ redraw: this.clock.stats(latest) }));
+      void this.clock.painted(keystroke, drawnInFrame).then((ms) => ms !== undefined && this.store.set({ redraw: this.clock.stats(latest) }));
     }
   }
 

@@ -38,7 +38,7 @@ let firstProbabilities = false;
 export function firstProbabilitiesShown(): void {
   if (firstProbabilities) return;
   firstProbabilities = true;
-  void nextPaint().then(() => performance.mark(FIRST_PROBABILITIES));
+  void nextPaint(false).then(() => performance.mark(FIRST_PROBABILITIES));
 }
 
 export interface RedrawStats {
@@ -78,22 +78,10 @@ export const NO_REDRAWS: RedrawStats = {
   tokens: undefined,
 };
 
-/** True while a frame is being made: from an `inNextFrame` callback to the task after that frame. */
-let inFrame = false;
-
-/** Runs `callback` at the start of the next frame (its animation-frame callbacks): what it, and
- * the promise callbacks it settles, draw is painted in that frame. */
-export function inNextFrame(callback: () => void): void {
-  requestAnimationFrame(() => {
-    inFrame = true;
-    setTimeout(() => (inFrame = false), 0);
-    callback();
-  });
-}
-
-/** Resolves after the browser has painted the current DOM (the task after the frame that paints
- * it: this one, when drawn while a frame is being made), with the time that frame began drawing it. */
-function nextPaint(): Promise<number> {
+/** Resolves after the browser has painted the current DOM — the task after the frame that paints
+ * it: this one when it was drawn in an animation-frame callback (`inFrame`), else the next —
+ * with the time that frame began drawing it. */
+function nextPaint(inFrame: boolean): Promise<number> {
   if (inFrame) {
     const frame = performance.now();
     return new Promise((resolve) => setTimeout(() => resolve(frame), 0));
@@ -128,13 +116,14 @@ export class RedrawClock {
     return this.lastSeq;
   }
 
-  /** Views now show the run started by keystroke `seq`: waits for the paint and measures. */
-  async painted(seq: number): Promise<number | undefined> {
+  /** Views now show the run started by keystroke `seq` (drawn in an animation-frame callback
+   * when `inFrame`): waits for the paint and measures. */
+  async painted(seq: number, inFrame = false): Promise<number | undefined> {
     const answered = this.pending.filter((keystroke) => keystroke.seq <= seq);
     if (answered.length === 0) return undefined;
     this.pending = this.pending.filter((keystroke) => keystroke.seq > seq);
     const drawn = performance.now();
-    const frame = await nextPaint();
+    const frame = await nextPaint(inFrame);
     // The paint in two: waiting for the browser's next frame (its clock ticks 60 times a second,
     // whatever the page does), then the frame's own work (style, layout, paint).
     stage('paint', drawn, { frameWaitMs: frame - drawn, renderMs: performance.now() - frame });

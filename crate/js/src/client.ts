@@ -4,7 +4,7 @@
 import * as check from './check.js';
 import { EngineCrashedError } from './crash.js';
 import { iteratePieces, type Pieces } from './pieces.js';
-import { ReplyBuffer } from './reply.js';
+import { ReplyBuffer, type Taken } from './reply.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type {
   AblateWith,
@@ -123,17 +123,20 @@ class Connection {
   }
 
   /** Blocks this thread up to `ms` for the answer of the latest `callShared`, if it is still due;
-   * an answer that comes in time settles now. */
-  waitForAnswer(ms: number): void {
-    if (!this.replies || this.replies.awaited === undefined || !this.pending.has(this.replies.awaited)) return;
-    this.replies.wait(ms);
-    this.takeShared();
+   * an answer that comes in time settles now. True when it did. */
+  waitForAnswer(ms: number): boolean {
+    if (!this.replies) return false;
+    // Written already (often: the pass is shorter than the wait for the frame), or on its way.
+    const id = this.replies.awaited;
+    if (id !== undefined && this.pending.has(id)) this.replies.wait(ms);
+    return this.settleTaken(this.replies.take());
   }
 
-  /** Settles the request whose answer is in shared memory, if one is. */
-  private takeShared(): void {
-    const answer = this.replies?.take();
-    if (answer) this.settle({ id: answer.id, ok: true, result: answer.result });
+  /** Settles the request an answer read from shared memory answers; true when one was. */
+  private settleTaken(taken: Taken | undefined): boolean {
+    if (!taken) return false;
+    this.settle({ id: taken.id, ok: true, result: taken.result });
+    return true;
   }
 
   /** Traces let go of, to be freed in the worker: they go with the next request (one per keystroke, in a live page). */
@@ -165,9 +168,9 @@ class Connection {
       const request = { id, op, args } as Request;
       if (release.length > 0) request.release = release;
       if (replies) {
-        // An answer still in the buffer is read before the buffer is promised to this one.
-        this.takeShared();
-        request.reply = replies.expect(id);
+        const { buffer, taken } = replies.expect(id);
+        request.reply = buffer;
+        this.settleTaken(taken);
       }
       // Throwing here (a DataCloneError) rejects this promise with nothing left pending; the
       // releases wait for the next request.
@@ -209,7 +212,10 @@ class Connection {
   }
 
   private settle(response: Response | { id: number; ok: true; result: unknown }): void {
-    if ('shared' in response) return this.takeShared();
+    if ('shared' in response) {
+      this.settleTaken(this.replies?.take());
+      return;
+    }
     const pending = this.pending.get(response.id);
     if (!pending) return;
     if ('progress' in response) {
@@ -489,11 +495,12 @@ export class GptlensWorker {
   /**
    * Blocks this thread for up to `ms` (at most 50) until the answer of the latest
    * `runPrompt(…, { waitable: true })` is written, and settles it now if it is: its callbacks
-   * run in this task. Returns at once when no such answer is due. For a page's animation-frame
-   * callback, so that a short run's answer is drawn in the frame being made.
+   * run in this task. True when it settled it. Returns at once when no such answer is due, or
+   * when a wait already gave up on it (it then settles when its note arrives). For a page's
+   * animation-frame callback, so that a short run's answer is drawn in the frame being made.
    */
-  waitForAnswer(ms: number): void {
-    this.connection.waitForAnswer(check.waitMs(ms, 'ms'));
+  waitForAnswer(ms: number): boolean {
+    return this.connection.waitForAnswer(check.waitMs(ms, 'ms'));
   }
 
   /** Tests only: crashes the worker's engine on purpose (see `abortForTesting`). @internal */

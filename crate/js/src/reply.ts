@@ -4,12 +4,15 @@
 // callback) draws a short run's answer in that frame; a message would arrive after it, and its
 // answer would be painted a frame later.
 //
-// The buffer's first word says whose answer it holds. The page writes the request's id there
-// before posting. The Worker writes the answer behind the header only while that id is still
-// there, swaps it for its negative, and posts a note saying so; otherwise (the page has asked
-// again since, the answer does not fit, or this encoding cannot carry it) it posts the answer as
-// usual. The page reads a written answer at the first of: its own wait, the note, or its next
-// request, and sets the word to 0; so each answer is read once, and none is lost.
+// The buffer's first word says whose answer it holds. The page swaps the request's id in before
+// posting, taking an answer that was written there before (one atomic exchange, so an answer
+// written just then is taken, never overwritten). The Worker writes the answer behind the header
+// only while that id is still there, swaps it for its negative, and posts a note saying so;
+// otherwise (the page has asked again since, the answer does not fit, or this encoding cannot
+// carry it) it posts the answer as usual. The page reads a written answer at the first of: its
+// own wait, the note, or its next request, and sets the word to 0. So each answer is read once,
+// and each comes one way or the other. Only the latest request can be answered here: an earlier
+// one's id is gone from the word, and it comes by message.
 
 /** Bytes before the answer: the state word, the JSON's length, the size an answer needed. */
 const HEADER = 16;
@@ -29,6 +32,13 @@ const SPECIALS = { undefined: undefined, NaN: NaN, Infinity: Infinity, '-Infinit
 /** Raised for a value this encoding does not carry (a Map, a class instance): it goes by message. */
 class Unsupported extends Error {}
 
+/** Raised before the JSON is made when the typed arrays alone do not fit: `needed` bytes at least. */
+class TooBig extends Error {
+  constructor(readonly needed: number) {
+    super('the answer does not fit');
+  }
+}
+
 /**
  * The answer as JSON text, its marks beside it, and the typed arrays whose bytes follow it (each
  * 8-byte aligned). One walk finds what JSON cannot carry, with one path kept as it goes (copied
@@ -37,7 +47,7 @@ class Unsupported extends Error {}
  * marks by path after a plain `JSON.parse`. The answer has ~1,500 values (a thousand candidates),
  * so any allocation per value would cost the Worker milliseconds, on the keystroke's path.
  */
-function encode(value: unknown): { json: Uint8Array; arrays: NumberArray[]; offsets: number[]; bytes: number } {
+function encode(value: unknown, room: number): { json: Uint8Array; arrays: NumberArray[]; offsets: number[]; bytes: number } {
   const arrays: NumberArray[] = [];
   const offsets: number[] = [];
   const marks: Mark[] = [];
@@ -86,8 +96,9 @@ function encode(value: unknown): { json: Uint8Array; arrays: NumberArray[]; offs
     }
   };
   visit(value, undefined, false);
-  for (const [holder, key] of emptied) holder[key] = null;
+  if (HEADER + bytes > room) throw new TooBig(HEADER + bytes);
   try {
+    for (const [holder, key] of emptied) holder[key] = null;
     const text = JSON.stringify({ answer: ArrayBuffer.isView(value) ? null : value, marks });
     return { json: new TextEncoder().encode(text), arrays, offsets, bytes };
   } finally {
@@ -110,9 +121,10 @@ export function writeReply(buffer: SharedArrayBuffer, id: number, result: unknow
   if (Atomics.load(header, STATE) !== id) return false;
   let encoded: ReturnType<typeof encode>;
   try {
-    encoded = encode(result);
+    encoded = encode(result, buffer.byteLength);
   } catch (error) {
-    if (!(error instanceof Unsupported)) throw error;
+    // Whatever this encoding cannot do (a value it does not carry, a cycle) structured clone may.
+    if (error instanceof TooBig) Atomics.store(header, NEEDED, error.needed);
     declineReply(buffer, id);
     return false;
   }
@@ -135,6 +147,12 @@ export function declineReply(buffer: SharedArrayBuffer, id: number): void {
   Atomics.compareExchange(new Int32Array(buffer, 0, HEADER / 4), STATE, id, 0);
 }
 
+/** An answer read from the buffer, and the request it answers. */
+export interface Taken {
+  id: number;
+  result: unknown;
+}
+
 /** The page's side: one buffer for answers, replaced by a larger one when an answer did not fit. */
 export class ReplyBuffer {
   private buffer: SharedArrayBuffer;
@@ -154,13 +172,24 @@ export class ReplyBuffer {
     return new Int32Array(this.buffer, 0, HEADER / 4);
   }
 
-  /** Expects request `id`'s answer here, from now on; returns the buffer to send with it. Take a
-   * written answer first: this forgets it. */
-  expect(id: number): SharedArrayBuffer {
-    const needed = Atomics.load(this.header, NEEDED);
-    if (needed > this.buffer.byteLength && needed <= MAX_BYTES) this.buffer = new SharedArrayBuffer(aligned(Math.min(MAX_BYTES, needed * 1.5)));
-    Atomics.store(this.header, STATE, id);
-    return this.buffer;
+  /**
+   * Promises the buffer to request `id`, in one atomic exchange with what it held; returns the
+   * buffer to send with the request, and an answer that was written there before and not yet read
+   * (it is read now: the Worker writes only for an id it was sent, and `id` is not sent yet). When
+   * the last answer did not fit, the old buffer is left at 0, so that a write still on its way there
+   * fails and goes by message, and a larger buffer is promised instead.
+   */
+  expect(id: number): { buffer: SharedArrayBuffer; taken: Taken | undefined } {
+    const header = this.header;
+    const needed = Atomics.load(header, NEEDED);
+    const grow = needed > this.buffer.byteLength && needed <= MAX_BYTES;
+    const before = Atomics.exchange(header, STATE, grow ? 0 : id);
+    const taken = before < 0 ? { id: -before, result: this.read(Atomics.load(header, JSON_BYTES)) } : undefined;
+    if (grow) {
+      this.buffer = new SharedArrayBuffer(aligned(Math.min(MAX_BYTES, needed * 1.5)));
+      Atomics.store(this.header, STATE, id);
+    }
+    return { buffer: this.buffer, taken };
   }
 
   /** The request whose answer is expected and not written yet, if any. */
@@ -169,16 +198,24 @@ export class ReplyBuffer {
     return state > 0 ? state : undefined;
   }
 
-  /** Blocks this thread until the expected answer is written, or `ms` have passed. */
+  /** The request a wait gave up on: later waits for it return at once (its answer comes by note). */
+  private gaveUp = 0;
+
+  /** Blocks this thread until the expected answer is written, or `ms` have passed (once per request). */
   wait(ms: number): void {
     const id = this.awaited;
-    if (id === undefined) return;
+    if (id === undefined || id === this.gaveUp) return;
     const deadline = performance.now() + ms;
-    while (Atomics.load(this.header, STATE) === id && performance.now() < deadline);
+    while (Atomics.load(this.header, STATE) === id) {
+      if (performance.now() >= deadline) {
+        this.gaveUp = id;
+        return;
+      }
+    }
   }
 
   /** The written answer, if there is one (read once: the buffer is free again after). */
-  take(): { id: number; result: unknown } | undefined {
+  take(): Taken | undefined {
     const state = Atomics.load(this.header, STATE);
     if (state >= 0) return undefined;
     const result = this.read(Atomics.load(this.header, JSON_BYTES));

@@ -81,17 +81,12 @@ export const NO_REDRAWS: RedrawStats = {
 /** Resolves after the browser has painted the current DOM — the task after the frame that paints
  * it: this one when it was drawn in an animation-frame callback (`inFrame`), else the next —
  * with the time that frame began drawing it. */
-function nextPaint(inFrame: boolean): Promise<number> {
-  if (inFrame) {
-    const frame = performance.now();
-    return new Promise((resolve) => setTimeout(() => resolve(frame), 0));
-  }
-  return new Promise((resolve) =>
-    requestAnimationFrame(() => {
-      const frame = performance.now();
-      setTimeout(() => resolve(frame), 0);
-    }),
-  );
+async function nextPaint(inFrame: boolean): Promise<number> {
+  // Resumed in the frame's animation-frame step (promise callbacks run there before style, layout and paint).
+  if (!inFrame) await new Promise(requestAnimationFrame);
+  const frame = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  return frame;
 }
 
 function quantile(sorted: number[], q: number): number {

@@ -184,7 +184,7 @@ export class ReplyBuffer {
     const needed = Atomics.load(header, NEEDED);
     const grow = needed > this.buffer.byteLength && needed <= MAX_BYTES;
     const before = Atomics.exchange(header, STATE, grow ? 0 : id);
-    const taken = before < 0 ? { id: -before, result: this.read(Atomics.load(header, JSON_BYTES)) } : undefined;
+    const taken = before < 0 ? this.read(before) : undefined;
     if (grow) {
       this.buffer = new SharedArrayBuffer(aligned(Math.min(MAX_BYTES, needed * 1.5)));
       Atomics.store(this.header, STATE, id);
@@ -218,12 +218,14 @@ export class ReplyBuffer {
   take(): Taken | undefined {
     const state = Atomics.load(this.header, STATE);
     if (state >= 0) return undefined;
-    const result = this.read(Atomics.load(this.header, JSON_BYTES));
+    // At 0 the Worker writes nothing (it writes only for its own id), so the answer stays as read.
     Atomics.store(this.header, STATE, 0);
-    return { id: -state, result };
+    return this.read(state);
   }
 
-  private read(jsonBytes: number): unknown {
+  /** The answer written for the request `-state` (a state word that held a written answer). */
+  private read(state: number): Taken {
+    const jsonBytes = Atomics.load(this.header, JSON_BYTES);
     const memory = new Uint8Array(this.buffer);
     // Copied out first: TextDecoder does not read shared memory, and the next answer reuses it.
     const text = new TextDecoder().decode(memory.slice(HEADER, HEADER + jsonBytes));
@@ -249,7 +251,7 @@ export class ReplyBuffer {
       for (const key of path.slice(0, -1)) holder = holder[key] as Record<string | number, unknown>;
       holder[path[path.length - 1]!] = value;
     }
-    return whole;
+    return { id: -state, result: whole };
   }
 }
 

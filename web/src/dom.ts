@@ -240,34 +240,60 @@ declare global {
 }
 window.gptlensViewsWaiting = 0;
 
+/** Calls `report(true/false)` as `element` comes within `margin` of the screen and leaves it. */
+function whileWithin(element: Element, margin: string, report: (within: boolean) => void): void {
+  new IntersectionObserver(([entry]) => report(entry!.isIntersecting), { rootMargin: margin }).observe(element);
+}
+
+/** Runs `task` once the page is idle after its next frame (soon after, where there is no idle callback). */
+function whenIdle(task: () => void): () => void {
+  if (typeof requestIdleCallback !== 'function') {
+    const timer = setTimeout(task, 20);
+    return () => clearTimeout(timer);
+  }
+  const id = requestIdleCallback(task, { timeout: 200 });
+  return () => cancelIdleCallback(id);
+}
+
 /**
- * A redraw of `element` that runs at once while the element is on screen (or within 200 px of
- * it), and otherwise when it scrolls into view or once redraws pause for `quietMs` (typing has
- * stopped): what no one sees neither delays the views that are seen nor competes with the engine
- * for the CPU while someone types. Calls made while it waits coalesce into one draw.
+ * A redraw of `element`: at once while any of it is on screen; while it is only near (within
+ * 200 px), once the page is idle after the frame, so that the keystroke's own frame draws only
+ * what is seen and scrolling still finds it drawn; farther away, when it comes near or once
+ * redraws pause for `quietMs` (typing has stopped). What no one sees neither delays the views that
+ * are seen nor competes with the engine for the CPU while someone types. Calls made while it
+ * waits coalesce into one draw.
  */
 export function drawnWhenSeen(element: Element, draw: () => void, quietMs = 300): () => void {
-  let seen = true; // until the observer's first report, which comes with the next frame
-  let waiting: ReturnType<typeof setTimeout> | undefined;
+  // Until the observers' first reports, which come with the next frame.
+  let onScreen = true;
+  let near = true;
+  /** Cancels the draw this view waits for, if any. */
+  let cancel: (() => void) | undefined;
   const flush = () => {
-    clearTimeout(waiting);
-    waiting = undefined;
+    cancel?.();
+    cancel = undefined;
     waitingViews.delete(flush);
     window.gptlensViewsWaiting = waitingViews.size;
     draw();
   };
-  new IntersectionObserver(
-    ([entry]) => {
-      seen = entry!.isIntersecting;
-      if (seen && waiting !== undefined) flush();
-    },
-    { rootMargin: '200px' },
-  ).observe(element);
-  return () => {
-    if (seen) return flush();
-    clearTimeout(waiting);
-    waiting = setTimeout(flush, quietMs);
+  const later = () => {
+    cancel?.();
+    if (near) {
+      cancel = whenIdle(flush);
+    } else {
+      const timer = setTimeout(flush, quietMs);
+      cancel = () => clearTimeout(timer);
+    }
     waitingViews.add(flush);
     window.gptlensViewsWaiting = waitingViews.size;
   };
+  whileWithin(element, '0px', (within) => {
+    onScreen = within;
+    if (within && cancel) flush();
+  });
+  whileWithin(element, '200px', (within) => {
+    near = within;
+    if (within && cancel) later();
+  });
+  return () => (onScreen ? flush() : later());
 }

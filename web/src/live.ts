@@ -4,7 +4,7 @@
 // at most one runs, and the newest prompt is the next.
 import { coalesceLatest, cosine, type WorkerTrace } from 'gptlens';
 import { engineCrash, PromptError, type Engine } from './engine.ts';
-import { firstProbabilitiesShown, RedrawClock, stage, stageTook } from './perf.ts';
+import { RedrawClock, stage, stageTook } from './perf.ts';
 import { RANKED_SENTENCES } from './similarity.ts';
 import type { Store } from './store.ts';
 
@@ -395,7 +395,6 @@ export class Live {
       finderKey: this.store.state.finderKey !== undefined && this.store.state.finderKey < tokens.length ? this.store.state.finderKey : undefined,
     });
     const drawMs = stage('views', drawStart);
-    if (next) firstProbabilitiesShown();
     const latest = {
       tokenizeMs: timings.tokenize,
       forwardMs: timings.forward,

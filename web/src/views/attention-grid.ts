@@ -268,10 +268,14 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       paintVisible();
     }
     if (touched(changed, 'analysis', 'query')) {
-      const t = state.analysis?.tokens.length ?? 1;
       grid.classList.toggle('has-query', state.query !== undefined);
-      grid.style.setProperty('--query', String(state.query ?? 0));
-      grid.style.setProperty('--tokens', String(t));
+      // The picked row's outline, placed by two custom properties of the grid: set only while a
+      // query is picked and when they change, since setting one restyles every cell.
+      if (state.query !== undefined) {
+        for (const [name, value] of [['--query', state.query], ['--tokens', state.analysis?.tokens.length ?? 1]] as const) {
+          if (grid.style.getPropertyValue(name) !== String(value)) grid.style.setProperty(name, String(value));
+        }
+      }
     }
     if (touched(changed, 'ablated', 'model')) {
       for (const cell of cells) cell.button.classList.toggle('ablated', state.ablated.includes(`${cell.layer}.${cell.head}`));

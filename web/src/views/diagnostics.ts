@@ -2,7 +2,7 @@
 // isolation, the model, and the timings of the latest redraw (keystroke → views painted, with the
 // forward pass and the drawing in it).
 import type { GpuAdapterInfo } from 'gptlens';
-import { formatBytes, formatCount, formatMs, h } from '../dom.ts';
+import { drawnWhenSeen, formatBytes, formatCount, formatMs, h } from '../dom.ts';
 import { touched, type State, type Store } from '../store.ts';
 
 /** "google swiftshader · fallback (software)", and its key limits. */
@@ -105,7 +105,9 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
     show(rows);
   };
 
-  store.subscribe((state, changed) => {
-    if (touched(changed, 'model', 'redraw', 'engineNow')) render(state);
+  // Below the fold on most screens: redrawn after the keystroke's frame (or once seen), not in it.
+  const redraw = drawnWhenSeen(root, () => render(store.state));
+  store.subscribe((_, changed) => {
+    if (touched(changed, 'model', 'redraw', 'engineNow')) redraw();
   });
 }

@@ -293,7 +293,8 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
     );
   }
 
-  async function fillAnswerChoices(state: Readonly<State>): Promise<void> {
+  /** The answer and wrong-answer choices: the next token's candidates, kept while they stay among them. */
+  function fillAnswerChoices(state: Readonly<State>): void {
     const candidates = state.next?.candidates ?? [];
     const keep = (select: HTMLSelectElement, fallback: number) => {
       const value = select.value;
@@ -474,7 +475,8 @@ export function mountInstruments(root: HTMLElement, store: Store, live: Live): v
     if (lensRun && touched(changed, 'prompt', 'model', 'instrument')) lensRun.abort();
     if (touched(changed, 'instrument', 'model')) show(state);
     if (touched(changed, 'comparePrompt') && compareBox.value !== (state.comparePrompt ?? '')) compareBox.value = state.comparePrompt ?? '';
-    if (touched(changed, 'next')) void fillAnswerChoices(state);
+    // Only while attribution is open: on every keystroke, it rebuilt two lists no one saw.
+    if (touched(changed, 'next', 'instrument') && state.instrument === 'attribution') fillAnswerChoices(state);
     if (touched(changed, 'model')) {
       lens = attribution = patching = undefined;
       for (const element of [lensGrid, lensChart, dlaGrid, dlaSorted, residMap, headMap]) element.replaceChildren();

@@ -4,8 +4,9 @@
 // every view following each new token.
 import type { SamplingParams } from 'gptlens';
 import type { Candidate } from '../analysis.ts';
-import { formatCount, formatPercent, h, setAttribute, setData, setHidden, setText, tokenText } from '../dom.ts';
+import { drawnWhenSeen, formatCount, formatPercent, h, setAttribute, setData, setHidden, setText, tokenText } from '../dom.ts';
 import type { Live } from '../live.ts';
+import { firstProbabilitiesShown } from '../perf.ts';
 import { downloadCsv, exportButton, howTo } from '../panel-tools.ts';
 import { touched, type State, type Store } from '../store.ts';
 
@@ -140,15 +141,18 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
     setText(survivors, `${describe(next.sampling)}: ${kept} of ${formatCount(vocab)} tokens can be sampled`);
     while (rows.length < next.candidates.length) rows.push(candidateRow());
     next.candidates.forEach((candidate, i) => rows[i]!.show(candidate));
+    firstProbabilitiesShown();
     const shown = [heading, ...rows.slice(0, next.candidates.length).map((row) => row.item)];
     if (list.childElementCount !== shown.length || shown.some((item, i) => list.children[i] !== item)) list.replaceChildren(...shown);
     const buttons = list.querySelectorAll<HTMLButtonElement>('button.candidate');
     if (focused >= 0 && buttons.length > 0) buttons[Math.min(focused, buttons.length - 1)]!.focus();
   };
 
+  // A long prompt pushes the panel below the fold: then it is drawn after the keystroke's frame.
+  const redrawList = drawnWhenSeen(root, () => renderList(store.state));
   store.subscribe((state, changed) => {
     if (touched(changed, 'sampling')) renderControls(state);
-    if (touched(changed, 'next', 'model')) renderList(state);
+    if (touched(changed, 'next', 'model')) redrawList();
     if (touched(changed, 'generating', 'analysis', 'model')) {
       setText(generateButton, state.generating ? 'Stop' : 'Generate');
       const ready = state.analysis !== undefined;

@@ -225,10 +225,21 @@ async function compareBuilds(browser, _url, model) {
 }
 
 function compareReport({ model, runs }) {
-  const lines = [`### ${model}`, '', `${RUNS} runs × ${KEYS} keystrokes at ${RATE}/s per build, alternating, ${THREADS} threads.`, '', '| build | keystroke → redraw: pooled median | pooled p95 | per-run medians | load at each run |', '|---|--:|--:|---|---|'];
+  const lines = [
+    `### ${model}`,
+    '',
+    `${RUNS} runs × ${KEYS} keystrokes at ${RATE}/s per build, alternating, ${THREADS} threads.`,
+    '',
+    "| build | keystroke → redraw: pooled median | pooled p95 | per-run medians | forward · views · the frame's own work (pooled medians) | load at each run |",
+    '|---|--:|--:|---|---|---|',
+  ];
   BUILDS.forEach((build, i) => {
     const redraws = runs[i].flatMap((run) => run.redraws);
-    lines.push(`| ${build} | ${ms(quantile(redraws, 0.5))} | ${ms(quantile(redraws, 0.95))} | ${runs[i].map((run) => ms(quantile(run.redraws, 0.5))).join(' · ')} | ${runs[i].map((run) => run.load.toFixed(2)).join(' · ')} |`);
+    const stage = (name) => ms(quantile(runs[i].flatMap((run) => run.stages[name]), 0.5));
+    const frameWork = ms(quantile(runs[i].flatMap((run) => run.paintParts.map((detail) => detail?.renderMs).filter((value) => value !== undefined)), 0.5));
+    lines.push(
+      `| ${build} | ${ms(quantile(redraws, 0.5))} | ${ms(quantile(redraws, 0.95))} | ${runs[i].map((run) => ms(quantile(run.redraws, 0.5))).join(' · ')} | ${stage('forward')} · ${stage('views')} · ${frameWork} | ${runs[i].map((run) => run.load.toFixed(2)).join(' · ')} |`,
+    );
   });
   lines.push('');
   return lines.join('\n');

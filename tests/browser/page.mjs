@@ -29,6 +29,9 @@ export async function runFixture(options, tokens) {
     engine = await createWorkerClient(options);
     await engine.load(await fixtureFiles());
     const trace = await engine.run(Uint32Array.from(tokens));
+    // The whole context (64 tokens, ~9 M multiply-adds): enough for a 2-thread engine to run the
+    // pass as a team; the reference prompt's pass is small enough to run alone.
+    const whole = await engine.run(Uint32Array.from({ length: 64 }, (_, i) => (i * 37 + 11) % 513), ['logits']);
     const session = await engine.session();
     await session.run(Uint32Array.from(tokens), []);
     const reused = await session.run(Uint32Array.from([...tokens, 7]), []);
@@ -41,6 +44,7 @@ export async function runFixture(options, tokens) {
       crossOriginIsolated,
       logits: Array.from(trace.tensor('logits').data),
       pattern: Array.from(trace.tensor('blocks.1.attn.hook_pattern').data),
+      wholeContextLogits: Array.from(whole.tensor('logits').data),
       scale: Array.from(trace.tensor('blocks.0.ln1.hook_scale').data),
       top: await trace.topK(3),
       reusedComputed: reused.computed,

@@ -79,6 +79,9 @@ test('the threaded build computes the same logits and attention as the single-th
   assert.deepEqual(bits(threaded.logits), bits(singleOnIsolated.logits));
   assert.deepEqual(bits(threaded.pattern), bits(singleOnIsolated.pattern));
   assert.deepEqual(threaded.top, singleOnIsolated.top);
+  // A pass large enough for the threaded build's team (the reference prompt's runs alone).
+  assert.equal(threaded.wholeContextLogits.length, 64 * 513);
+  assert.deepEqual(bits(threaded.wholeContextLogits), bits(singleOnIsolated.wholeContextLogits));
 });
 
 test('browser logits match the PyTorch reference within 1e-4', () => {

@@ -43,13 +43,41 @@ pub fn run_as_team<R: Send>(pass: impl FnOnce() -> R + Send) -> R {
     })
 }
 
+/// A pass of fewer multiply-adds than this runs alone ([`run_pass`]). A team's pass starts by
+/// waking the pool's threads and ends by waking the caller; after a pause (a keystroke's pass,
+/// 125 ms after the last) those threads sleep, and in the browser each wake-up through
+/// `Atomics.notify` costs a fraction of a millisecond. On the page, a keystroke's pass (one token)
+/// took the Worker 2.1 → 1.0 ms on gptlens-shakespeare (0.8 M multiply-adds a token) and 1.2 →
+/// 0.4 ms on the tiny GPT-2 run alone; back to back, with the pool awake, a team already gains
+/// from 2 tokens of the former (1.6 M: 0.29 against 0.36 ms).
+pub const TEAM_WORTH_MULTIPLY_ADDS: usize = 1 << 22;
+
+/// Runs `pass`, which does about `multiply_adds` multiply-adds, as a team ([`run_as_team`]), or
+/// alone on the calling thread when it is too small to repay waking one. Its loops give the same
+/// results either way: how a loop is cut into tasks never changes what a task computes.
+pub fn run_pass<R: Send>(multiply_adds: usize, pass: impl FnOnce() -> R + Send) -> R {
+    if multiply_adds >= TEAM_WORTH_MULTIPLY_ADDS {
+        return run_as_team(pass);
+    }
+    // Restores the flag afterwards, also if the pass panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ALONE.set(self.0);
+        }
+    }
+    let _restore = Restore(ALONE.replace(true));
+    pass()
+}
+
 /// Runs `task(i)` for every `i < n`, on the team when the calling thread leads one (and is not
-/// already inside one of its loops), else on rayon's pool. Returns when every task has run.
+/// already inside one of its loops), in order on this thread inside a pass that runs alone, else
+/// on rayon's pool. Returns when every task has run.
 pub fn for_each(n: usize, task: impl Fn(usize) + Sync) {
     let threads = n.min(rayon::current_num_threads());
-    // One item (a decode step's SwiGLU), or one thread: no one to share with, and handing the item
-    // to a helper would only add a round trip between cores.
-    if threads <= 1 {
+    // One item (a decode step's SwiGLU), one thread, or a pass run alone: no one to share with,
+    // and handing the item to a helper would only add a round trip between cores.
+    if threads <= 1 || ALONE.get() {
         return (0..n).for_each(task);
     }
     let team = LEADING.replace(std::ptr::null());
@@ -175,6 +203,8 @@ thread_local! {
     static LEADING: Cell<*const Team> = const { Cell::new(std::ptr::null()) };
     /// Whether this thread leads or serves a team.
     static IN_TEAM: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread runs a pass alone ([`run_pass`]).
+    static ALONE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Makes the current thread the team's leader until dropped, then sends the helpers home.
@@ -397,6 +427,33 @@ mod tests {
             });
         }
         assert_eq!(total.load(Ordering::Relaxed), 200 * (20 + 6 + 3));
+    }
+
+    /// A pass too small for a team runs every loop on the calling thread, in order, even while a
+    /// task waits and an idle worker could take the others; afterwards the flag is put back.
+    #[test]
+    fn a_small_pass_runs_alone() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let (caller, ran) = pool.install(|| {
+            let caller = std::thread::current().id();
+            let started = AtomicUsize::new(0);
+            let ran = std::sync::Mutex::new(Vec::new());
+            run_pass(TEAM_WORTH_MULTIPLY_ADDS - 1, || {
+                for_each(4, |i| {
+                    // Task 0 waits for another to start: shared with the pool, one would.
+                    let waiting = std::time::Instant::now();
+                    while i == 0 && started.load(Ordering::SeqCst) == 0 && waiting.elapsed().as_millis() < 100 {
+                        std::hint::spin_loop();
+                    }
+                    started.fetch_add(1, Ordering::SeqCst);
+                    ran.lock().unwrap().push((std::thread::current().id(), i));
+                })
+            });
+            assert!(!ALONE.get(), "the flag is put back");
+            (caller, ran.into_inner().unwrap())
+        });
+        assert!(ran.iter().all(|&(thread, _)| thread == caller), "{ran:?}");
+        assert_eq!(ran.iter().map(|&(_, i)| i).collect::<Vec<_>>(), [0, 1, 2, 3]);
     }
 
     /// Runs cover every item once, in order, shrinking, within the most runs a loop may have.

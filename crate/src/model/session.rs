@@ -14,7 +14,7 @@ use crate::formats::limits::CAPTURE_BUDGET;
 use crate::gpu::{GpuPass, GPU_CHUNK};
 use crate::instruments::{Ablation, Replacements};
 use crate::kernels::attention::{attend, HeadCache};
-use crate::kernels::pool::{self, run_as_team};
+use crate::kernels::pool::{self, run_pass};
 use crate::model::forward::{
     every_row_logits, forward_chunk, grow_by_steps, Activations, ChunkInput, Edits, KvCache, Recorder,
 };
@@ -493,8 +493,9 @@ impl Session {
         let (tokens, captures, ablated) = (&mut self.tokens, &mut self.captures, &self.replacements);
         let attended = self.attended.as_deref();
         let mut last_chunk = 0;
-        // On the thread pool, its workers spinning as one team for the pass's loops (`kernels::pool`).
-        run_as_team(|| {
+        // On the thread pool, its workers spinning as one team for the pass's loops, unless the pass
+        // is too small to repay waking them (`kernels::pool`).
+        run_pass(new.len().saturating_mul(model.weights.n_params()), || {
             for chunk in new.chunks(model.config.chunk_len()) {
                 let pos0 = tokens.len();
                 let edits = Edits { ablated, patch_z: None, attended };

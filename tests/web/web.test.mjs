@@ -867,6 +867,44 @@ test('keystroke → redraw on the fixture model', async () => {
   assert.ok(Number(result.median) < 250, `median ${result.median} ms`);
 });
 
+test('a keystroke’s frame draws the views on screen; those off screen are drawn after it, and by the time the page settles', async () => {
+  const page = await openPage({ prompt: 'The cat sat on' });
+  const box = page.getByTestId('prompt');
+  await box.click();
+  await box.press('End');
+  await viewsSettled(page);
+  // Which of the views that can wait are on screen, and which wait: when each keystroke's views
+  // have been drawn (the page measures that stage right after), and when its redraw is measured,
+  // after the frame (by then the diagnostics, updated after the views, wait too).
+  await page.evaluate(() => {
+    window.snapshots = [];
+    const snapshot = (ids) =>
+      ids.map((id) => {
+        const panel = document.getElementById(id);
+        const { top, bottom } = panel.getBoundingClientRect();
+        return { id, onScreen: bottom > 0 && top < innerHeight, stale: panel.hasAttribute('data-stale') };
+      });
+    const measure = performance.measure.bind(performance);
+    performance.measure = (name, ...rest) => {
+      if (name === 'gptlens:stage:views') window.snapshots.push(snapshot(['next-panel', 'detail-panel', 'layernorm-panel']));
+      if (name === 'gptlens:keystroke→redraw') window.snapshots.push(snapshot(['diagnostics-panel']));
+      return measure(name, ...rest);
+    };
+  });
+  await box.pressSequentially(' the', { delay: 150 });
+  await untilChipsAre(page, engine.encode('The cat sat on the'));
+  const snapshots = await page.evaluate(() => window.snapshots);
+  assert.ok(snapshots.length >= 4, `${snapshots.length} snapshots`);
+  for (const { id, onScreen, stale } of snapshots.flat()) assert.equal(stale, !onScreen, `${id}: ${onScreen ? 'on screen, drawn in the frame' : 'off screen, left for later'}`);
+  const kinds = new Set(snapshots.flat().map(({ id, onScreen }) => `${id} ${onScreen}`));
+  for (const kind of ['next-panel true', 'detail-panel true', 'diagnostics-panel false']) assert.ok(kinds.has(kind), `${kind} in ${[...kinds]}`);
+  // Once the page settles, the views left for later show the last keystroke's run too.
+  const ids = engine.encode('The cat sat on the');
+  assert.match(await field(page, 'forward'), new RegExp(`of ${ids.length} tokens computed`));
+  assert.equal(await page.locator('[data-stale]').count(), 0);
+  await page.close();
+});
+
 test('a keystroke rewrites only what changed: no attribute written again on every head, chip and option', async () => {
   const page = await openPage({ prompt: 'The cat sat on the mat and' });
   const heads = engine.info().nLayer * engine.info().nHead;

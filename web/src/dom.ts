@@ -261,39 +261,44 @@ function whenIdle(task: () => void): () => void {
  * what is seen and scrolling still finds it drawn; farther away, when it comes near or once
  * redraws pause for `quietMs` (typing has stopped). What no one sees neither delays the views that
  * are seen nor competes with the engine for the CPU while someone types. Calls made while it
- * waits coalesce into one draw.
+ * waits coalesce into one draw; meanwhile `element` has a `data-stale` attribute.
  */
 export function drawnWhenSeen(element: Element, draw: () => void, quietMs = 300): () => void {
   // Until the observers' first reports, which come with the next frame.
   let onScreen = true;
   let near = true;
-  /** Cancels the draw this view waits for, if any. */
-  let cancel: (() => void) | undefined;
+  /** The draw this view waits for, if any: when idle (near), or after a pause (far). */
+  let waiting: { idle: boolean; cancel: () => void } | undefined;
   const flush = () => {
-    cancel?.();
-    cancel = undefined;
+    waiting?.cancel();
+    waiting = undefined;
+    element.removeAttribute('data-stale');
     waitingViews.delete(flush);
     window.gptlensViewsWaiting = waitingViews.size;
     draw();
   };
   const later = () => {
-    cancel?.();
+    // A draw already asked for at the next idle time draws the newest state: asking again would
+    // push it back past the idle callback's deadline on every keystroke or generated token.
+    if (near && waiting?.idle) return;
+    waiting?.cancel();
     if (near) {
-      cancel = whenIdle(flush);
+      waiting = { idle: true, cancel: whenIdle(flush) };
     } else {
       const timer = setTimeout(flush, quietMs);
-      cancel = () => clearTimeout(timer);
+      waiting = { idle: false, cancel: () => clearTimeout(timer) };
     }
+    if (!element.hasAttribute('data-stale')) element.setAttribute('data-stale', '');
     waitingViews.add(flush);
     window.gptlensViewsWaiting = waitingViews.size;
   };
   whileWithin(element, '0px', (within) => {
     onScreen = within;
-    if (within && cancel) flush();
+    if (within && waiting) flush();
   });
   whileWithin(element, '200px', (within) => {
     near = within;
-    if (within && cancel) later();
+    if (within && waiting) later();
   });
   return () => (onScreen ? flush() : later());
 }

@@ -242,7 +242,8 @@ window.gptlensViewsWaiting = 0;
 
 /** Calls `report(true/false)` as `element` comes within `margin` of the screen and leaves it. */
 function whileWithin(element: Element, margin: string, report: (within: boolean) => void): void {
-  new IntersectionObserver(([entry]) => report(entry!.isIntersecting), { rootMargin: margin }).observe(element);
+  // The latest entry: a fast scroll can cross the line twice before the observer reports.
+  new IntersectionObserver((entries) => report(entries.at(-1)!.isIntersecting), { rootMargin: margin }).observe(element);
 }
 
 /** Runs `task` once the page is idle after its next frame (soon after, where there is no idle callback). */

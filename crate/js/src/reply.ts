@@ -106,6 +106,11 @@ function encode(value: unknown, room: number): { json: Uint8Array; arrays: Numbe
   }
 }
 
+/** The words before the answer: the state, the JSON's length, the size an answer needed. */
+function headerOf(buffer: SharedArrayBuffer): Int32Array {
+  return new Int32Array(buffer, 0, HEADER / 4);
+}
+
 function aligned(bytes: number): number {
   return Math.ceil(bytes / 8) * 8;
 }
@@ -117,7 +122,7 @@ function aligned(bytes: number): number {
  * size, for the next buffer.
  */
 export function writeReply(buffer: SharedArrayBuffer, id: number, result: unknown): boolean {
-  const header = new Int32Array(buffer, 0, HEADER / 4);
+  const header = headerOf(buffer);
   if (Atomics.load(header, STATE) !== id) return false;
   let encoded: ReturnType<typeof encode>;
   try {
@@ -144,7 +149,7 @@ export function writeReply(buffer: SharedArrayBuffer, id: number, result: unknow
 
 /** The Worker's side when request `id`'s answer goes by message: the page stops waiting for it. */
 export function declineReply(buffer: SharedArrayBuffer, id: number): void {
-  Atomics.compareExchange(new Int32Array(buffer, 0, HEADER / 4), STATE, id, 0);
+  Atomics.compareExchange(headerOf(buffer), STATE, id, 0);
 }
 
 /** An answer read from the buffer, and the request it answers. */
@@ -156,6 +161,8 @@ export interface Taken {
 /** The page's side: one buffer for answers, replaced by a larger one when an answer did not fit. */
 export class ReplyBuffer {
   private buffer: SharedArrayBuffer;
+  /** The buffer's header words, viewed once per buffer (`wait` reads the state word in a loop). */
+  private header: Int32Array;
 
   /** Undefined where memory cannot be shared with a Worker (a page that is not cross-origin isolated). */
   static create(bytes = INITIAL_BYTES): ReplyBuffer | undefined {
@@ -166,10 +173,7 @@ export class ReplyBuffer {
 
   private constructor(bytes: number) {
     this.buffer = new SharedArrayBuffer(bytes);
-  }
-
-  private get header(): Int32Array {
-    return new Int32Array(this.buffer, 0, HEADER / 4);
+    this.header = headerOf(this.buffer);
   }
 
   /**
@@ -187,6 +191,7 @@ export class ReplyBuffer {
     const taken = before < 0 ? this.read(before) : undefined;
     if (grow) {
       this.buffer = new SharedArrayBuffer(aligned(Math.min(MAX_BYTES, needed * 1.5)));
+      this.header = headerOf(this.buffer);
       Atomics.store(this.header, STATE, id);
     }
     return { buffer: this.buffer, taken };
@@ -206,6 +211,7 @@ export class ReplyBuffer {
     const id = this.awaited;
     if (id === undefined || id === this.gaveUp) return;
     const deadline = performance.now() + ms;
+    // Spun, not `Atomics.wait`: a browser does not let a page's own thread block in it.
     while (Atomics.load(this.header, STATE) === id) {
       if (performance.now() >= deadline) {
         this.gaveUp = id;

@@ -888,12 +888,22 @@ test('a keystroke’s frame draws the views on screen; those off screen are draw
         const { top, bottom } = panel.getBoundingClientRect();
         return { id, onScreen: bottom > 0 && top < innerHeight, stale: panel.hasAttribute('data-stale') };
       });
+    // And in what order a keystroke's views, its redraw's measure and the near view's draw come.
+    window.order = [];
     const measure = performance.measure.bind(performance);
     performance.measure = (name, ...rest) => {
-      if (name === 'gptlens:stage:views') window.snapshots.push(snapshot(['next-panel', 'detail-panel', 'layernorm-panel']));
-      if (name === 'gptlens:keystroke→redraw') window.snapshots.push(snapshot(['diagnostics-panel']));
+      if (name === 'gptlens:stage:views') {
+        window.snapshots.push(snapshot(['next-panel', 'detail-panel', 'layernorm-panel']));
+        window.order.push(`views${document.getElementById('layernorm-panel').hasAttribute('data-stale') ? ', LayerNorm left' : ''}`);
+      }
+      if (name === 'gptlens:keystroke→redraw') {
+        window.snapshots.push(snapshot(['diagnostics-panel']));
+        window.order.push('redraw measured');
+      }
       return measure(name, ...rest);
     };
+    const layerNorm = document.getElementById('layernorm-panel');
+    new MutationObserver(() => layerNorm.hasAttribute('data-stale') || window.order.push('LayerNorm drawn')).observe(layerNorm, { attributeFilter: ['data-stale'] });
   });
   await box.pressSequentially(' the', { delay: 150 });
   await untilChipsAre(page, engine.encode('The cat sat on the'));
@@ -902,6 +912,16 @@ test('a keystroke’s frame draws the views on screen; those off screen are draw
   for (const { id, onScreen, stale } of snapshots.flat()) assert.equal(stale, !onScreen, `${id}: ${onScreen ? 'on screen, drawn in the frame' : 'off screen, left for later'}`);
   const kinds = new Set(snapshots.flat().map(({ id, onScreen }) => `${id} ${onScreen}`));
   for (const kind of ['next-panel true', 'detail-panel true', 'diagnostics-panel false']) assert.ok(kinds.has(kind), `${kind} in ${[...kinds]}`);
+  // A view just below the fold (the LayerNorm panel, within 200 px) is drawn right after the
+  // frame that showed the keystroke — after its measure, before the next keystroke's views. An
+  // idle callback often found no idle time here and ran at its timeout, near the next keystroke.
+  const order = await page.evaluate(() => window.order);
+  const left = order.flatMap((event, i) => (event === 'views, LayerNorm left' ? [i] : []));
+  assert.ok(left.length >= 3, `the LayerNorm panel waited after ${left.length} keystrokes: ${order.join(' → ')}`);
+  for (const i of left) {
+    const next = order.indexOf('views, LayerNorm left', i + 1);
+    assert.deepEqual(order.slice(i + 1, i + 3), ['redraw measured', 'LayerNorm drawn'], `${order.slice(i, next < 0 ? undefined : next).join(' → ')}`);
+  }
   // Once the page settles, the views left for later show the last keystroke's run too.
   const ids = engine.encode('The cat sat on the');
   assert.match(await field(page, 'forward'), new RegExp(`of ${ids.length} tokens computed`));

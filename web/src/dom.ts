@@ -246,20 +246,53 @@ function whileWithin(element: Element, margin: string, report: (within: boolean)
   new IntersectionObserver((entries) => report(entries.at(-1)!.isIntersecting), { rootMargin: margin }).observe(element);
 }
 
-/** Runs `task` once the page is idle after its next frame (soon after, where there is no idle callback). */
-function whenIdle(task: () => void): () => void {
-  if (typeof requestIdleCallback !== 'function') {
-    const timer = setTimeout(task, 20);
-    return () => clearTimeout(timer);
+/** Set while the page draws in an animation-frame callback (`drawInFrame`). */
+let drawingInFrame = false;
+
+/**
+ * Runs `draw`, which is called in an animation-frame callback (or its promise callbacks): views
+ * that wait for the next paint then wait for this frame's, not the one after.
+ */
+export function drawInFrame(draw: () => void): void {
+  drawingInFrame = true;
+  try {
+    draw();
+  } finally {
+    drawingInFrame = false;
   }
-  const id = requestIdleCallback(task, { timeout: 200 });
-  return () => cancelIdleCallback(id);
+}
+
+/**
+ * Runs `task` after the browser's next paint, behind the tasks that frame leaves (the page's own
+ * measure of its paint among them): at background priority where there is `scheduler.postTask`.
+ * Not an idle callback: one that finds no idle time runs at its timeout, at any moment, and its
+ * frame then often lands just before the next keystroke — the browser, having just ticked for it,
+ * makes that keystroke's frame wait for its next tick (~16 ms later). Nor an animation-frame
+ * request made during a frame: Chromium runs that next frame at once, ahead of the tasks the
+ * first one left.
+ */
+function afterNextPaint(task: () => void): () => void {
+  let cancelled = false;
+  const run = () => cancelled || task();
+  const behind = () => {
+    if (typeof scheduler === 'object' && typeof scheduler.postTask === 'function') void scheduler.postTask(run, { priority: 'background' });
+    else setTimeout(run, 0);
+  };
+  if (drawingInFrame) {
+    behind();
+    return () => (cancelled = true);
+  }
+  const frame = requestAnimationFrame(behind);
+  return () => {
+    cancelled = true;
+    cancelAnimationFrame(frame);
+  };
 }
 
 /**
  * A redraw of `element`: at once while any of it is on screen; while it is only near (within
- * 200 px), once the page is idle after the frame, so that the keystroke's own frame draws only
- * what is seen and scrolling still finds it drawn; farther away, when it comes near or once
+ * 200 px), right after the next frame, so that the keystroke's own frame draws only what is seen
+ * and scrolling still finds it drawn; farther away, when it comes near or once
  * redraws pause for `quietMs` (typing has stopped). What no one sees neither delays the views that
  * are seen nor competes with the engine for the CPU while someone types. Calls made while it
  * waits coalesce into one draw; meanwhile `element` has a `data-stale` attribute.
@@ -268,8 +301,8 @@ export function drawnWhenSeen(element: Element, draw: () => void, quietMs = 300)
   // Until the observers' first reports, which come with the next frame.
   let onScreen = true;
   let near = true;
-  /** The draw this view waits for, if any: when idle (near), or after a pause (far). */
-  let waiting: { idle: boolean; cancel: () => void } | undefined;
+  /** The draw this view waits for, if any: after the next frame (near), or after a pause (far). */
+  let waiting: { soon: boolean; cancel: () => void } | undefined;
   const flush = () => {
     waiting?.cancel();
     waiting = undefined;
@@ -279,15 +312,15 @@ export function drawnWhenSeen(element: Element, draw: () => void, quietMs = 300)
     draw();
   };
   const later = () => {
-    // A draw already asked for at the next idle time draws the newest state: asking again would
-    // push it back past the idle callback's deadline on every keystroke or generated token.
-    if (near && waiting?.idle) return;
+    // A draw already asked for after the next frame draws the newest state: asking again would
+    // put it off by a frame on every keystroke or generated token.
+    if (near && waiting?.soon) return;
     waiting?.cancel();
     if (near) {
-      waiting = { idle: true, cancel: whenIdle(flush) };
+      waiting = { soon: true, cancel: afterNextPaint(flush) };
     } else {
       const timer = setTimeout(flush, quietMs);
-      waiting = { idle: false, cancel: () => clearTimeout(timer) };
+      waiting = { soon: false, cancel: () => clearTimeout(timer) };
     }
     if (!element.hasAttribute('data-stale')) element.setAttribute('data-stale', '');
     waitingViews.add(flush);

@@ -3,6 +3,7 @@
 // cache); prompt edits are coalesced on top, so typing fast never queues stale forward passes:
 // at most one runs, and the newest prompt is the next.
 import { coalesceLatest, cosine, type WorkerTrace } from 'gptlens';
+import { drawInFrame } from './dom.ts';
 import { engineCrash, PromptError, type Engine } from './engine.ts';
 import { RedrawClock, stage, stageTook } from './perf.ts';
 import { RANKED_SENTENCES } from './similarity.ts';
@@ -386,14 +387,17 @@ export class Live {
     this.crashedPrompt = undefined;
     const { query } = this.store.state;
     const drawStart = performance.now();
-    this.store.set({
-      analysis,
-      next,
-      headScores,
-      promptError: undefined,
-      query: query !== undefined && query < tokens.length ? query : undefined,
-      finderKey: this.store.state.finderKey !== undefined && this.store.state.finderKey < tokens.length ? this.store.state.finderKey : undefined,
-    });
+    const draw = () =>
+      this.store.set({
+        analysis,
+        next,
+        headScores,
+        promptError: undefined,
+        query: query !== undefined && query < tokens.length ? query : undefined,
+        finderKey: this.store.state.finderKey !== undefined && this.store.state.finderKey < tokens.length ? this.store.state.finderKey : undefined,
+      });
+    if (drawnInFrame) drawInFrame(draw);
+    else draw();
     const drawMs = stage('views', drawStart);
     const latest = {
       tokenizeMs: timings.tokenize,

@@ -133,25 +133,52 @@ pub fn pack(source: GgmlType, file_bytes: &[u8], out: &mut Vec<u8>) {
         file_bytes.len(),
         source.name()
     );
-    for block in file_bytes.chunks_exact(file_block) {
-        let q = file_integers(source, block);
+    // Sized once and written in place, a block's words built from whole bytes: loading packs
+    // every matrix of a model (~100 MB for SmolLM2), and appending a few bytes at a time, a
+    // weight at a time, made its load in Node 1.7× as long (0.13 s against 0.08 s).
+    let start = out.len();
+    out.resize(start + file_bytes.len() / file_block * ty.block_bytes(), 0);
+    for (block, packed) in file_bytes.chunks_exact(file_block).zip(out[start..].chunks_exact_mut(ty.block_bytes())) {
         // The scale (and min): f16, widened exactly as the file decoder does.
-        out.extend_from_slice(&f16_at(block, 0).to_le_bytes());
-        if ty.has_min() {
-            out.extend_from_slice(&f16_at(block, 2).to_le_bytes());
-        }
-        let mut words = [0u32; 8];
-        for (e, &q) in q.iter().enumerate() {
-            match ty.bytes() {
-                false => words[e % 4] |= u32::from(q & 0xF) << (4 * (e / 4)),
-                true => words[4 * (e / 16) + e % 4] |= u32::from(q) << (8 * (e % 16 / 4)),
-            }
-        }
-        let n_words = if ty.bytes() { 8 } else { 4 };
-        for w in &words[..n_words] {
-            out.extend_from_slice(&w.to_le_bytes());
+        packed[..4].copy_from_slice(&f16_at(block, 0).to_le_bytes());
+        let words = if ty.has_min() {
+            packed[4..8].copy_from_slice(&f16_at(block, 2).to_le_bytes());
+            &mut packed[8..]
+        } else {
+            &mut packed[4..]
+        };
+        let lanes = if ty.bytes() {
+            byte_words(&file_integers(source, block))
+        } else {
+            nibble_words(&block[block.len() - 16..])
+        };
+        for (word, bytes) in lanes.iter().zip(words.chunks_exact_mut(4)) {
+            bytes.copy_from_slice(&word.to_le_bytes());
         }
     }
+}
+
+/// A nibble block's words from the file's 16 bytes (byte j: element j low, element j + 16 high).
+/// Word k holds elements k, k + 4, …, k + 28: the low nibbles of bytes k, k + 4, k + 8, k + 12,
+/// then their high nibbles.
+fn nibble_words(nibbles: &[u8]) -> [u32; 8] {
+    let mut words = [0u32; 8];
+    for (k, word) in words[..4].iter_mut().enumerate() {
+        for p in 0..4 {
+            let byte = u32::from(nibbles[k + 4 * p]);
+            *word |= (byte & 0xF) << (4 * p) | (byte >> 4) << (16 + 4 * p);
+        }
+    }
+    words
+}
+
+/// A byte block's words: word 4h + k holds elements 16h + k, 16h + k + 4, 16h + k + 8 and
+/// 16h + k + 12, as its bytes 0 to 3.
+fn byte_words(q: &[u8; BLOCK]) -> [u32; 8] {
+    std::array::from_fn(|w| {
+        let first = 16 * (w / 4) + w % 4;
+        u32::from_le_bytes([q[first], q[first + 4], q[first + 8], q[first + 12]])
+    })
 }
 
 /// The 32 integers a file block packs to: nibbles 0..16, the bytes of Q8_0's i8s (for Q5_0,

@@ -873,8 +873,8 @@ test('a keystroke’s frame draws the views on screen; those off screen are draw
   await box.click();
   await box.press('End');
   await viewsSettled(page);
-  // The diagnostics must be farther than 200 px below the fold (else drawn when idle, maybe
-  // before the redraw is measured): a layout that moves them fails here, not at random below.
+  // The diagnostics must be farther than 200 px below the fold (else drawn right after the
+  // keystroke's frame, not after a pause): a layout that moves them fails here, with its reason.
   const diagnosticsTop = await page.locator('#diagnostics-panel').evaluate((panel) => panel.getBoundingClientRect().top - innerHeight);
   assert.ok(diagnosticsTop > 200, `the diagnostics start ${diagnosticsTop} px below the fold`);
   // Which of the views that can wait are on screen, and which wait: when each keystroke's views

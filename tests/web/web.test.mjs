@@ -907,6 +907,8 @@ test('a keystroke’s frame draws the views on screen; those off screen are draw
   });
   await box.pressSequentially(' the', { delay: 150 });
   await untilChipsAre(page, engine.encode('The cat sat on the'));
+  // The last keystroke's measure and the panels' draws come after its paint.
+  await viewsSettled(page);
   const snapshots = await page.evaluate(() => window.snapshots);
   assert.ok(snapshots.length >= 4, `${snapshots.length} snapshots`);
   for (const { id, onScreen, stale } of snapshots.flat()) assert.equal(stale, !onScreen, `${id}: ${onScreen ? 'on screen, drawn in the frame' : 'off screen, left for later'}`);

@@ -276,7 +276,9 @@ function afterNextPaint(task: () => void): () => void {
   const run = () => cancelled || task();
   const behind = () => {
     if (typeof scheduler === 'object' && typeof scheduler.postTask === 'function') void scheduler.postTask(run, { priority: 'background' });
-    else setTimeout(run, 0);
+    // Timers run in the order they were set, and this one was set before the page's measure of
+    // the paint (set after the views are drawn): a second hop puts the draw behind it.
+    else setTimeout(() => setTimeout(run, 0), 0);
   };
   if (drawingInFrame) {
     behind();

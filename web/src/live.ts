@@ -387,7 +387,9 @@ export class Live {
     this.crashedPrompt = undefined;
     const { query } = this.store.state;
     const drawStart = performance.now();
-    const draw = () =>
+    // Inside the keystroke's frame, the views' later draws wait for this frame's paint.
+    const inThisFrame = (draw: () => void) => (drawnInFrame ? drawInFrame(draw) : draw());
+    inThisFrame(() =>
       this.store.set({
         analysis,
         next,
@@ -395,9 +397,8 @@ export class Live {
         promptError: undefined,
         query: query !== undefined && query < tokens.length ? query : undefined,
         finderKey: this.store.state.finderKey !== undefined && this.store.state.finderKey < tokens.length ? this.store.state.finderKey : undefined,
-      });
-    if (drawnInFrame) drawInFrame(draw);
-    else draw();
+      }),
+    );
     const drawMs = stage('views', drawStart);
     const latest = {
       tokenizeMs: timings.tokenize,
@@ -409,7 +410,7 @@ export class Live {
       computed: analysis.computed,
       tokens: tokens.length,
     };
-    this.store.set({ redraw: this.clock.stats(latest) });
+    inThisFrame(() => this.store.set({ redraw: this.clock.stats(latest) }));
     if (performance.now() - this.memoryReadAt > 1000) {
       this.memoryReadAt = performance.now();
       void engine.engineMemory().then((bytes) => engine === this.engine && this.store.set({ engineNow: bytes }), () => {});

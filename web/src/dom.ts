@@ -169,7 +169,8 @@ export function trackWidth(element: Element, callback: () => void = () => {}): (
     if (next !== width || !observed) {
       observed = true;
       width = next;
-      callback();
+      // A resize observer's callbacks run in the frame's rendering steps.
+      drawInFrame(callback);
     }
   }).observe(element);
   return () => width;
@@ -246,12 +247,13 @@ function whileWithin(element: Element, margin: string, report: (within: boolean)
   new IntersectionObserver((entries) => report(entries.at(-1)!.isIntersecting), { rootMargin: margin }).observe(element);
 }
 
-/** Set while the page draws in an animation-frame callback (`drawInFrame`). */
+/** Set while the page draws in a frame's rendering steps (`drawInFrame`). */
 let drawingInFrame = false;
 
 /**
- * Runs `draw`, which is called in an animation-frame callback (or its promise callbacks): views
- * that wait for the next paint then wait for this frame's, not the one after.
+ * Runs `draw`, which is called in a frame's rendering steps (an animation-frame or resize-observer
+ * callback, or their promise callbacks): views that wait for the next paint then wait for this
+ * frame's, not the one after.
  */
 export function drawInFrame(draw: () => void): void {
   drawingInFrame = true;

@@ -144,7 +144,13 @@ export async function runPromptFixture(options, tokens) {
       const answer = await live.runPrompt(edit, { capture, next: { k: 5, sampling, survivors: 50 } });
       const ids = await engine.encode(edit);
       const trace = await chained.run(ids, capture);
+      // The same question without the kept tokens' list (the text is cached: nothing recomputed).
+      const unlisted = await live.runPrompt(edit, { next: { k: 5, sampling, survivors: 50, kept: false } });
       steps.push({
+        unlisted: { top: unlisted.next.top, survivors: unlisted.next.survivors, hasKept: 'kept' in unlisted.next },
+        survivors: answer.next.survivors,
+        sampled: answer.next.top.map(({ sampled }) => sampled),
+        topWhole: answer.next.top,
         tokens: [Array.from(answer.trace.tokens()), Array.from(ids)],
         computed: [answer.trace.computed, trace.computed],
         labels: [answer.labels, await engine.tokenStrings(ids)],

@@ -101,10 +101,17 @@ test('session.runPrompt answers in one message what encode, run, topK and tokenS
     assert.deepEqual(step.top[0], step.top[1]);
     assert.deepEqual(step.topLabels[0], step.topLabels[1]);
     assert.deepEqual(step.kept[0], step.kept[1]);
+    // Each candidate's probability under the sampling settings is the kept list's, absent where
+    // the settings filter it out; the count is the list's length; `kept: false` leaves the list out.
+    const keptProb = new Map(step.kept[1].map(({ id, prob }) => [id, prob]));
+    assert.deepEqual(step.sampled, step.top[1].map(({ id }) => keptProb.get(id)));
+    assert.equal(step.survivors, step.kept[1].length);
+    assert.deepEqual(step.unlisted, { top: step.topWhole, survivors: step.survivors, hasKept: false });
     for (const [mine, theirs] of step.tensors) assert.deepEqual(bits(mine), bits(theirs));
     for (const stage of ['tokenize', 'forward', 'next']) assert.ok(step.timings[stage] >= 0, stage);
   }
   assert.ok(edits.every((step) => step.computed[0] < step.tokens[0].length), 'an edit at the end recomputes only the end');
+  assert.ok(prompted.steps.some((step) => step.sampled.includes(undefined)), 'top-p filters out one of the candidates somewhere');
   const expected = reference.tensors.logits.data;
   const worst = prompted.logits.reduce((max, value, i) => Math.max(max, Math.abs(value - expected[i])), 0);
   assert.ok(worst <= 1e-4, `PyTorch's logits: off by ${worst}`);

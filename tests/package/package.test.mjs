@@ -572,6 +572,7 @@ test('the worker client checks runPrompt\'s input and query before posting: one 
     ['a', { next: { k: 0 } }, 'RangeError', /^query\.next\.k must be an integer ≥ 1/],
     ['a', { next: { k: 3, sampling: { temperature: -1 } } }, 'RangeError', /^query\.next\.sampling\.temperature /],
     ['a', { next: { k: 3, survivors: NaN } }, 'RangeError', /^query\.next\.survivors must be an integer ≥ 1/],
+    ['a', { next: { k: 3, kept: 'no' } }, 'TypeError', /^query\.next\.kept must be true or false, not "no"$/],
   ];
   for (const [input, query, name, message] of bad) {
     await assert.rejects(session.runPrompt(input, query), { name, message }, `runPrompt(${JSON.stringify(input)}, ${JSON.stringify(query)})`);

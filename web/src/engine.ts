@@ -176,7 +176,8 @@ export class Engine {
           capture: this.capture,
           pooledPast: wholeMapsUpTo(this.info),
           open: opened,
-          next: sampling && { k: SHOWN_CANDIDATES, sampling, survivors: SURVIVOR_LIMIT },
+          // The shown candidates' sampled probabilities and the survivors' count, not their list.
+          next: sampling && { k: SHOWN_CANDIDATES, sampling, survivors: SURVIVOR_LIMIT, kept: false },
         },
         { waitable },
       )
@@ -240,7 +241,12 @@ export class Engine {
     const kept = await trace.topK(SURVIVOR_LIMIT, sampling);
     const top = unfiltered ? kept.slice(0, SHOWN_CANDIDATES) : await trace.topK(SHOWN_CANDIDATES);
     const labels = await this.labels(top.map(({ id }) => id));
-    return nextToken({ top: top.map((candidate, i) => ({ ...candidate, label: labels[i] })), kept }, sampling);
+    const keptProb = new Map(kept.map(({ id, prob }) => [id, prob]));
+    const candidates = top.map(({ id, prob }, i) => {
+      const sampled = keptProb.get(id);
+      return { id, prob, label: labels[i], ...(sampled === undefined ? {} : { sampled }) };
+    });
+    return nextToken({ top: candidates, survivors: kept.length }, sampling);
   }
 
   /**
@@ -335,12 +341,11 @@ export class Engine {
 }
 
 /** The next-token view's candidates from the engine's answer. */
-function nextToken({ top, kept }: PromptNext, sampling: SamplingParams): NextToken {
-  const keptProb = new Map(kept.map(({ id, prob }) => [id, prob]));
+function nextToken({ top, survivors }: PromptNext, sampling: SamplingParams): NextToken {
   return {
-    candidates: top.map(({ id, prob, label }) => ({ id, prob, label: label ?? `#${id}`, sampled: keptProb.get(id) })),
-    survivors: kept.length,
-    survivorsCapped: kept.length === SURVIVOR_LIMIT,
+    candidates: top.map(({ id, prob, label, sampled }) => ({ id, prob, label: label ?? `#${id}`, sampled })),
+    survivors,
+    survivorsCapped: survivors === SURVIVOR_LIMIT,
     sampling,
   };
 }

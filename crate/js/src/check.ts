@@ -148,12 +148,16 @@ export function promptQuery(value: unknown, facts: Facts, name = 'query'): Promp
   }
   const next = given['next'];
   if (next !== undefined) {
-    if (next === null || typeof next !== 'object') throw new TypeError(`${name}.next must be an object { k, sampling?, survivors? }, not ${show(next)}`);
-    const { k, sampling, survivors } = next as Record<string, unknown>;
+    if (next === null || typeof next !== 'object') throw new TypeError(`${name}.next must be an object { k, sampling?, survivors?, kept? }, not ${show(next)}`);
+    const { k, sampling, survivors, kept } = next as Record<string, unknown>;
     query.next = { k: count(k, `${name}.next.k`, facts.vocab) };
     const params = optionalSamplingParams(sampling, facts.vocab, `${name}.next.sampling`);
     if (params) query.next.sampling = params;
     if (survivors !== undefined) query.next.survivors = count(survivors, `${name}.next.survivors`, facts.vocab);
+    if (kept !== undefined) {
+      if (typeof kept !== 'boolean') throw new TypeError(`${name}.next.kept must be true or false, not ${show(kept)}`);
+      query.next.kept = kept;
+    }
   }
   return query;
 }

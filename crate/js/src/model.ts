@@ -407,9 +407,13 @@ export class Trace {
 
   /** The `k` most probable next tokens after the last position, under the sampling filters of `params`. */
   topK(k: number, params?: SamplingParams): TokenProb[] {
+    return tokenProbs(this.topKFlat(k, params));
+  }
+
+  /** @internal `topK` as the engine gives it, `[id, prob, id, prob, …]`: no object per token. */
+  topKFlat(k: number, params?: SamplingParams): Float64Array {
     check.needHead(this.facts, 'topK');
-    const flat = this.raw.topKFlat(check.count(k, 'k', this.vocab), check.optionalSamplingParams(params, this.vocab));
-    return Array.from({ length: flat.length / 2 }, (_, i) => ({ id: flat[2 * i]!, prob: flat[2 * i + 1]! }));
+    return this.raw.topKFlat(check.count(k, 'k', this.vocab), check.optionalSamplingParams(params, this.vocab));
   }
 
   /** Every captured tensor plus `tokens`, as a safetensors file (loads in Python with `safetensors.numpy.load_file`). */
@@ -451,4 +455,9 @@ export class GgufLoader {
   free(): void {
     this.raw.free();
   }
+}
+
+/** @internal `[id, prob, id, prob, …]` (`Trace.topKFlat`) as `TokenProb`s. */
+export function tokenProbs(flat: Float64Array): TokenProb[] {
+  return Array.from({ length: flat.length / 2 }, (_, i) => ({ id: flat[2 * i]!, prob: flat[2 * i + 1]! }));
 }

@@ -141,16 +141,30 @@ export interface PromptQuery {
   pooledPast?: number | undefined;
   /** The head whose whole map a pooled run answers with (`opened`). */
   open?: { layer: number; head: number } | undefined;
-  /** The `k` most probable next tokens (with their strings), and the candidates `sampling` keeps, up to `survivors` (default 1000). Not for encoders. */
-  next?: { k: number; sampling?: SamplingParams | undefined; survivors?: number | undefined } | undefined;
+  /**
+   * The `k` most probable next tokens (with their strings), and the candidates `sampling` keeps,
+   * up to `survivors` (default 1000): how many, and (unless `kept` is false) which. Not for
+   * encoders.
+   */
+  next?: { k: number; sampling?: SamplingParams | undefined; survivors?: number | undefined; kept?: boolean | undefined } | undefined;
 }
 
 /** The next-token part of a `PromptAnswer`. */
 export interface PromptNext {
-  /** The `k` most probable next tokens at temperature 1, unfiltered, each with its string (none without a tokenizer). */
-  top: (TokenProb & { label: string | undefined })[];
-  /** The tokens `sampling` keeps, most probable first, with their probabilities under it (at most `survivors`). */
-  kept: TokenProb[];
+  /**
+   * The `k` most probable next tokens at temperature 1, unfiltered, each with its string (none
+   * without a tokenizer) and `sampled`, its probability under `sampling` (absent when `sampling`
+   * filters it out, or when it is not among the first `survivors` kept).
+   */
+  top: (TokenProb & { label: string | undefined; sampled?: number })[];
+  /** How many tokens `sampling` keeps, counted up to `survivors`. */
+  survivors: number;
+  /**
+   * The tokens `sampling` keeps, most probable first, with their probabilities under it (at most
+   * `survivors`). Left out when the query's `next.kept` is false: a view that shows only `top` and
+   * the count is spared making, sending and reading a thousand objects on every keystroke.
+   */
+  kept?: TokenProb[];
 }
 
 /** Where the Worker's time for a `runPrompt` went, in milliseconds (measured in the Worker). */

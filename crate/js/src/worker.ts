@@ -4,7 +4,7 @@
 // backends.
 import { abortForTesting, crashFlag, engineMemoryBytes, init } from './backend.js';
 import { asEngineFailure, EngineCrashedError } from './crash.js';
-import { GgufLoader, Model, Session, Trace } from './model.js';
+import { GgufLoader, Model, Session, Trace, tokenProbs } from './model.js';
 import { declineReply, writeReply } from './reply.js';
 import { Trainer } from './train.js';
 import { transferables, type Args, type Operation, type PromptData, type Request, type Response, type Result, type TraceData } from './protocol.js';
@@ -88,15 +88,36 @@ async function runPrompt(session: Session, input: string | Uint32Array, query: P
   const forward = lap();
   let next: PromptData['next'];
   if (query.next) {
-    const { k, sampling, survivors = 1000 } = query.next;
-    const kept = trace.topK(survivors, sampling);
+    const { k, sampling, survivors = 1000, kept: listKept = true } = query.next;
+    // As flat pairs: the kept tokens become objects only for a caller that wants their list.
+    const kept = trace.topKFlat(survivors, sampling);
     // Each topK ranks the whole vocabulary: once is enough when the settings filter nothing.
     const unfiltered = sampling === undefined || (sampling.temperature === 1 && sampling.topK === undefined && sampling.topP === undefined);
-    const top = unfiltered && survivors >= k ? kept.slice(0, k) : trace.topK(k);
-    const strings = info.hasTokenizer ? current.tokenStrings(top.map(({ id }) => id)) : undefined;
-    next = { top: top.map((candidate, i) => ({ ...candidate, label: strings?.[i] })), kept };
+    const top = unfiltered && survivors >= k ? kept.subarray(0, 2 * k) : trace.topKFlat(k);
+    const ids = Array.from({ length: top.length / 2 }, (_, i) => top[2 * i]!);
+    const strings = info.hasTokenizer ? current.tokenStrings(ids) : undefined;
+    next = {
+      top: ids.map((id, i) => {
+        const candidate = { id, prob: top[2 * i + 1]!, label: strings?.[i] };
+        const sampled = sampledProbability(kept, id, i);
+        return sampled === undefined ? candidate : { ...candidate, sampled };
+      }),
+      survivors: kept.length / 2,
+      ...(listKept ? { kept: tokenProbs(kept) } : {}),
+    };
   }
   return { trace: shared, labels, next, opened, timings: { tokenize, forward, next: lap() } };
+}
+
+/**
+ * The probability of `id` among the `[id, prob, …]` pairs `sampling` keeps, or undefined when it
+ * is not there. Temperature keeps the order, so the candidate ranked `rank` at temperature 1 is
+ * usually at the same place among those kept; the rest are looked for.
+ */
+function sampledProbability(kept: Float64Array, id: number, rank: number): number | undefined {
+  if (kept[2 * rank] === id) return kept[2 * rank + 1];
+  for (let at = 0; at < kept.length; at += 2) if (kept[at] === id) return kept[at + 1];
+  return undefined;
 }
 
 function dropIncoming(): void {

@@ -199,7 +199,23 @@ function report({ model, cold, warm, runs }) {
       `main-thread long tasks while typing: ${longTasks.length}${longTasks.length ? `, longest ${ms(Math.max(...longTasks))} ms` : ''}; load (1 min) at each run: ${runs.map((run) => run.load.toFixed(2)).join(' · ')}.`,
     '',
   );
+  const moved = floorMoved(runs.map((run) => quantile(run.floor, 0.5)));
+  if (moved) lines.push(moved, '');
   return lines.join('\n');
+}
+
+/** How much the floor may move between runs of one model before the report says so. */
+const FLOOR_DRIFT = 0.25;
+
+/**
+ * A warning when the floor's per-run medians differ by more than FLOOR_DRIFT: the same page doing
+ * nothing took longer, so the machine's speed changed between runs (other load, a slower spell),
+ * and the runs' figures differ by that much for reasons of their own.
+ */
+function floorMoved(floors) {
+  const [low, high] = [Math.min(...floors), Math.max(...floors)];
+  if (!(high > low * (1 + FLOOR_DRIFT))) return undefined;
+  return `**The floor moved ${Math.round((high / low - 1) * 100)} % between runs** (${floors.map(ms).join(' · ')} ms): the machine's speed changed during the bench, and the runs' figures moved with it; compare them with care.`;
 }
 
 const BUILDS = process.env.LIVE_BUILDS?.split(',');

@@ -210,11 +210,14 @@ const FLOOR_DRIFT = 0.25;
 /**
  * A warning when the floor's per-run medians differ by more than FLOOR_DRIFT: the same page doing
  * nothing took longer, so the machine's speed changed between runs (other load, a slower spell),
- * and the runs' figures differ by that much for reasons of their own.
+ * and the runs' figures differ by that much for reasons of their own. (LIVE_BUILDS runs measure no
+ * floor: there the builds' alternation is what answers drift.)
  */
-function floorMoved(floors) {
+function floorMoved(perRun) {
+  const floors = perRun.filter((floor) => floor !== undefined && floor > 0);
+  if (floors.length < 2) return undefined;
   const [low, high] = [Math.min(...floors), Math.max(...floors)];
-  if (!(high > low * (1 + FLOOR_DRIFT))) return undefined;
+  if (high <= low * (1 + FLOOR_DRIFT)) return undefined;
   return `**The floor moved ${Math.round((high / low - 1) * 100)} % between runs** (${floors.map(ms).join(' · ')} ms): the machine's speed changed during the bench, and the runs' figures moved with it; compare them with care.`;
 }
 

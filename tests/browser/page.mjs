@@ -151,6 +151,8 @@ export async function runPromptFixture(options, tokens) {
         survivors: answer.next.survivors,
         sampled: answer.next.top.map(({ sampled }) => sampled),
         topWhole: answer.next.top,
+        // The same question of the other session's trace (WorkerTrace.next, as after new settings).
+        nextOfTrace: [answer.next, await trace.next({ k: 5, sampling, survivors: 50 })],
         tokens: [Array.from(answer.trace.tokens()), Array.from(ids)],
         computed: [answer.trace.computed, trace.computed],
         labels: [answer.labels, await engine.tokenStrings(ids)],
@@ -170,6 +172,10 @@ export async function runPromptFixture(options, tokens) {
     };
     const logits = Array.from((await live.runPrompt(text, { next: { k: 3 } })).trace.tensor('logits').data);
     Worker.prototype.postMessage = post;
+    // Fewer survivors than candidates, and settings that filter nothing (the answer's shortcut).
+    const capped = (await live.runPrompt(text, { next: { k: 5, survivors: 3 } })).next;
+    const plain = (await live.runPrompt(text, { next: { k: 5, sampling: { temperature: 1 } } })).next;
+    const edges = { capped: { top: capped.top, survivors: capped.survivors }, plain: { top: plain.top, survivors: plain.survivors } };
     // Past 4 tokens the maps come pooled and head 1.2 whole, from the queries the session kept.
     const pooled = await live.runPrompt(text, { capture, pooledPast: 4, open: { layer: 1, head: 2 } });
     const whole = await chained.run(Uint32Array.from(tokens), ['blocks.1.attn.hook_pattern']);
@@ -195,10 +201,14 @@ export async function runPromptFixture(options, tokens) {
       for (let tick = 0; tick < 20; tick++) await null;
       const inThisTask = settled;
       const answer = await asked;
-      return { settled: inThisTask, tokens: Array.from(answer.trace.tokens()), top: answer.next?.top, kept: answer.next?.kept, labels: answer.labels, tensors: capture.map((hook) => Array.from(answer.trace.tensor(hook)?.data ?? [])) };
+      const next = answer.next && { top: answer.next.top, survivors: answer.next.survivors, hasKept: 'kept' in answer.next, kept: answer.next.kept };
+      return { settled: inThisTask, tokens: Array.from(answer.trace.tokens()), next, labels: answer.labels, tensors: capture.map((hook) => Array.from(answer.trace.tensor(hook)?.data ?? [])) };
     };
     const waitable = [];
-    for (const edit of [text, `${text} the`, `${text} they`]) waitable.push(await waitFor(edit, { capture, next: { k: 5, sampling, survivors: 50 } }));
+    // The last edit asks as the page does, without the kept list.
+    for (const [i, edit] of [text, `${text} the`, `${text} they`].entries()) {
+      waitable.push(await waitFor(edit, { capture, next: { k: 5, sampling, survivors: 50, ...(i === 2 ? { kept: false } : {}) } }));
+    }
     const long = Uint32Array.from({ length: 64 }, (_, i) => tokens[i % tokens.length]);
     const tooBig = [];
     for (let run = 0; run < 2; run++) {
@@ -216,6 +226,7 @@ export async function runPromptFixture(options, tokens) {
     });
     return {
       waitable,
+      edges,
       tooBig,
       badWait,
       steps,

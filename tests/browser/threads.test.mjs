@@ -107,11 +107,19 @@ test('session.runPrompt answers in one message what encode, run, topK and tokenS
     assert.deepEqual(step.sampled, step.top[1].map(({ id }) => keptProb.get(id)));
     assert.equal(step.survivors, step.kept[1].length);
     assert.deepEqual(step.unlisted, { top: step.topWhole, survivors: step.survivors, hasKept: false });
+    assert.deepEqual(step.nextOfTrace[1], step.nextOfTrace[0], 'a trace answers `next` as the run did');
     for (const [mine, theirs] of step.tensors) assert.deepEqual(bits(mine), bits(theirs));
     for (const stage of ['tokenize', 'forward', 'next']) assert.ok(step.timings[stage] >= 0, stage);
   }
   assert.ok(edits.every((step) => step.computed[0] < step.tokens[0].length), 'an edit at the end recomputes only the end');
   assert.ok(prompted.steps.some((step) => step.sampled.includes(undefined)), 'top-p filters out one of the candidates somewhere');
+  // Three survivors for five candidates: the last two have no sampled probability. Settings that
+  // filter nothing: each candidate's sampled probability is its own, and every token survives.
+  const { capped, plain } = prompted.edges;
+  assert.deepEqual(capped.top.map(({ sampled }) => sampled), [...capped.top.slice(0, 3).map(({ prob }) => prob), undefined, undefined]);
+  assert.equal(capped.survivors, 3);
+  assert.deepEqual(plain.top.map(({ sampled }) => sampled), plain.top.map(({ prob }) => prob));
+  assert.equal(plain.survivors, 513, 'the fixture’s whole vocabulary, under the default 1,000');
   const expected = reference.tensors.logits.data;
   const worst = prompted.logits.reduce((max, value, i) => Math.max(max, Math.abs(value - expected[i])), 0);
   assert.ok(worst <= 1e-4, `PyTorch's logits: off by ${worst}`);
@@ -128,9 +136,10 @@ test('runPrompt\'s waitable answers settle in the task that waits for them, the 
     assert.equal(answer.settled, true, `edit ${i}: settled by waitForAnswer, before any message`);
     assert.deepEqual(answer.tokens, step.tokens[0]);
     assert.deepEqual(answer.labels, step.labels[0]);
-    assert.deepEqual(answer.top.map(({ id, prob }) => ({ id, prob })), step.top[0]);
-    assert.deepEqual(answer.top.map(({ label }) => label), step.topLabels[0]);
-    assert.deepEqual(answer.kept, step.kept[0]);
+    assert.deepEqual(answer.next.top, step.topWhole, 'candidates, labels and sampled probabilities');
+    assert.equal(answer.next.survivors, step.survivors);
+    if (i === 2) assert.equal(answer.next.hasKept, false, 'asked without the kept list: none in shared memory either');
+    else assert.deepEqual(answer.next.kept, step.kept[0]);
     answer.tensors.forEach((tensor, hook) => assert.deepEqual(bits(tensor), bits(step.tensors[hook][0])));
   });
   assert.deepEqual(prompted.tooBig, [false, true, true], 'too big for the buffer: by message; a larger buffer goes with the next');

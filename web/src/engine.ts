@@ -16,6 +16,7 @@ import {
   type LogitLens,
   type ModelFiles,
   type ModelInfo,
+  type NextQuery,
   type PatchScores,
   type PromptNext,
   type PromptTimings,
@@ -176,8 +177,7 @@ export class Engine {
           capture: this.capture,
           pooledPast: wholeMapsUpTo(this.info),
           open: opened,
-          // The shown candidates' sampled probabilities and the survivors' count, not their list.
-          next: sampling && { k: SHOWN_CANDIDATES, sampling, survivors: SURVIVOR_LIMIT, kept: false },
+          next: sampling && nextQuery(sampling),
         },
         { waitable },
       )
@@ -236,17 +236,7 @@ export class Engine {
 
   /** The most probable next tokens, and which of them the sampling settings keep (the sampling settings changed). */
   async predict(trace: WorkerTrace, sampling: SamplingParams): Promise<NextToken> {
-    // Each topK ranks the whole vocabulary: ask once when the settings change nothing.
-    const unfiltered = sampling.temperature === 1 && sampling.topK === undefined && sampling.topP === undefined;
-    const kept = await trace.topK(SURVIVOR_LIMIT, sampling);
-    const top = unfiltered ? kept.slice(0, SHOWN_CANDIDATES) : await trace.topK(SHOWN_CANDIDATES);
-    const labels = await this.labels(top.map(({ id }) => id));
-    const keptProb = new Map(kept.map(({ id, prob }) => [id, prob]));
-    const candidates = top.map(({ id, prob }, i) => {
-      const sampled = keptProb.get(id);
-      return { id, prob, label: labels[i], ...(sampled === undefined ? {} : { sampled }) };
-    });
-    return nextToken({ top: candidates, survivors: kept.length }, sampling);
+    return nextToken(await trace.next(nextQuery(sampling)), sampling);
   }
 
   /**
@@ -338,6 +328,11 @@ export class Engine {
     if (this.borrowed) void this.session.close().catch(() => {});
     else this.client.terminate();
   }
+}
+
+/** What the next-token view asks: the shown candidates' sampled probabilities and the survivors' count, not their list. */
+function nextQuery(sampling: SamplingParams): NextQuery {
+  return { k: SHOWN_CANDIDATES, sampling, survivors: SURVIVOR_LIMIT, kept: false };
 }
 
 /** The next-token view's candidates from the engine's answer. */

@@ -9,7 +9,7 @@
 // - `SamplingParams.topP`: in (0, 1];
 // - seeds: integers in [0, 2^53 − 1];
 // - positions (`probs(pos)`): integers in [0, tokens).
-import type { HookName, PromptQuery, SamplingParams } from './types.js';
+import type { HookName, NextQuery, PromptQuery, SamplingParams } from './types.js';
 
 function show(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
@@ -146,20 +146,23 @@ export function promptQuery(value: unknown, facts: Facts, name = 'query'): Promp
     const { layer, head } = open as Record<string, unknown>;
     query.open = { layer: position(layer, facts.layers, `${name}.open.layer`), head: position(head, facts.heads, `${name}.open.head`) };
   }
-  const next = given['next'];
-  if (next !== undefined) {
-    if (next === null || typeof next !== 'object') throw new TypeError(`${name}.next must be an object { k, sampling?, survivors?, kept? }, not ${show(next)}`);
-    const { k, sampling, survivors, kept } = next as Record<string, unknown>;
-    query.next = { k: count(k, `${name}.next.k`, facts.vocab) };
-    const params = optionalSamplingParams(sampling, facts.vocab, `${name}.next.sampling`);
-    if (params) query.next.sampling = params;
-    if (survivors !== undefined) query.next.survivors = count(survivors, `${name}.next.survivors`, facts.vocab);
-    if (kept !== undefined) {
-      if (typeof kept !== 'boolean') throw new TypeError(`${name}.next.kept must be true or false, not ${show(kept)}`);
-      query.next.kept = kept;
-    }
-  }
+  if (given['next'] !== undefined) query.next = nextQuery(given['next'], facts.vocab, `${name}.next`);
   return query;
+}
+
+/** A `NextQuery` checked and copied: counts ≥ 1 (clamped to `vocab`), sampling parameters, `kept` a boolean. */
+export function nextQuery(value: unknown, vocab: number, name = 'next'): NextQuery {
+  if (value === null || typeof value !== 'object') throw new TypeError(`${name} must be an object { k, sampling?, survivors?, kept? }, not ${show(value)}`);
+  const { k, sampling, survivors, kept } = value as Record<string, unknown>;
+  const next: NextQuery = { k: count(k, `${name}.k`, vocab) };
+  const params = optionalSamplingParams(sampling, vocab, `${name}.sampling`);
+  if (params) next.sampling = params;
+  if (survivors !== undefined) next.survivors = count(survivors, `${name}.survivors`, vocab);
+  if (kept !== undefined) {
+    if (typeof kept !== 'boolean') throw new TypeError(`${name}.kept must be true or false, not ${show(kept)}`);
+    next.kept = kept;
+  }
+  return next;
 }
 
 /** Hooks to capture: undefined (every hook) or an array of hook names, copied. */

@@ -21,6 +21,7 @@ import type {
   LogitLensOptions,
   ModelFiles,
   ModelInfo,
+  NextQuery,
   PatchRequest,
   PatchScores,
   PromptNext,
@@ -640,6 +641,12 @@ export class WorkerTrace {
   async topK(k: number, params?: SamplingParams): Promise<TokenProb[]> {
     check.needHead(this.facts, 'topK');
     return this.connection.call('traceTopK', this.id, check.count(k, 'k', this.vocab), check.optionalSamplingParams(params, this.vocab));
+  }
+
+  /** What `runPrompt`'s `next` answers, for this trace: after new sampling settings, say, without running the prompt again. */
+  async next(query: NextQuery): Promise<PromptNext> {
+    check.needHead(this.facts, 'next');
+    return this.connection.call('traceNext', this.id, check.nextQuery(query, this.vocab));
   }
 
   toSafetensors(): Promise<Uint8Array> {

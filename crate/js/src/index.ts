@@ -38,6 +38,7 @@ export type {
   LogitLensOptions,
   ModelFiles,
   ModelInfo,
+  NextQuery,
   PatchRequest,
   PatchScores,
   PromptNext,

@@ -15,6 +15,7 @@ import type {
   LogitLensOptions,
   ModelFiles,
   ModelInfo,
+  NextQuery,
   PatchScores,
   PromptNext,
   PromptQuery,
@@ -84,6 +85,7 @@ export interface Operations {
   closeSession: { args: [session: SessionId]; result: void };
   traceProbs: { args: [trace: TraceId, pos: number, temperature: number]; result: Float32Array };
   traceTopK: { args: [trace: TraceId, k: number, params: SamplingParams | undefined]; result: TokenProb[] };
+  traceNext: { args: [trace: TraceId, next: NextQuery]; result: PromptNext };
   traceSafetensors: { args: [trace: TraceId]; result: Uint8Array };
   traceHeadScores: { args: [trace: TraceId]; result: HeadScores };
   repeatedRandomTokens: { args: [seed: number]; result: Uint32Array };

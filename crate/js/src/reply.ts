@@ -44,8 +44,9 @@ class TooBig extends Error {
  * 8-byte aligned). One walk finds what JSON cannot carry, with one path kept as it goes (copied
  * only for a mark); the typed arrays are set to `null` in `value` while the engine's own
  * `JSON.stringify` runs (no replacer, no copy of the answer), then put back. The page sets the
- * marks by path after a plain `JSON.parse`. The answer has ~1,500 values (a thousand candidates),
- * so any allocation per value would cost the Worker milliseconds, on the keystroke's path.
+ * marks by path after a plain `JSON.parse`. An answer with the kept tokens' list has ~1,500
+ * values (a thousand candidates), so any allocation per value would cost the Worker
+ * milliseconds, on the keystroke's path.
  */
 function encode(value: unknown, room: number): { json: Uint8Array; arrays: NumberArray[]; offsets: number[]; bytes: number } {
   const arrays: NumberArray[] = [];

@@ -141,12 +141,19 @@ export interface PromptQuery {
   pooledPast?: number | undefined;
   /** The head whose whole map a pooled run answers with (`opened`). */
   open?: { layer: number; head: number } | undefined;
-  /**
-   * The `k` most probable next tokens (with their strings), and the candidates `sampling` keeps,
-   * up to `survivors` (default 1000): how many, and (unless `kept` is false) which. Not for
-   * encoders.
-   */
-  next?: { k: number; sampling?: SamplingParams | undefined; survivors?: number | undefined; kept?: boolean | undefined } | undefined;
+  /** The next token's candidates (`PromptNext`). Not for encoders. */
+  next?: NextQuery | undefined;
+}
+
+/**
+ * The `k` most probable next tokens (with their strings), and the candidates `sampling` keeps,
+ * up to `survivors` (default 1000): how many, and (unless `kept` is false) which.
+ */
+export interface NextQuery {
+  k: number;
+  sampling?: SamplingParams | undefined;
+  survivors?: number | undefined;
+  kept?: boolean | undefined;
 }
 
 /** The next-token part of a `PromptAnswer`. */

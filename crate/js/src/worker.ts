@@ -8,7 +8,7 @@ import { GgufLoader, Model, Session, Trace, tokenProbs } from './model.js';
 import { declineReply, writeReply } from './reply.js';
 import { Trainer } from './train.js';
 import { transferables, type Args, type Operation, type PromptData, type Request, type Response, type Result, type TraceData } from './protocol.js';
-import type { HookName, ModelInfo, PromptQuery } from './types.js';
+import type { HookName, ModelInfo, NextQuery, PromptNext, PromptQuery } from './types.js';
 
 interface WorkerScope {
   postMessage(message: Response, transfer: Transferable[]): void;
@@ -86,27 +86,28 @@ async function runPrompt(session: Session, input: string | Uint32Array, query: P
   // Copying the captured tensors out of wasm memory is part of capturing them.
   const shared = share(trace);
   const forward = lap();
-  let next: PromptData['next'];
-  if (query.next) {
-    const { k, sampling, survivors = 1000, kept: listKept = true } = query.next;
-    // As flat pairs: the kept tokens become objects only for a caller that wants their list.
-    const kept = trace.topKFlat(survivors, sampling);
-    // Each topK ranks the whole vocabulary: once is enough when the settings filter nothing.
-    const unfiltered = sampling === undefined || (sampling.temperature === 1 && sampling.topK === undefined && sampling.topP === undefined);
-    const top = unfiltered && survivors >= k ? kept.subarray(0, 2 * k) : trace.topKFlat(k);
-    const ids = Array.from({ length: top.length / 2 }, (_, i) => top[2 * i]!);
-    const strings = info.hasTokenizer ? current.tokenStrings(ids) : undefined;
-    next = {
-      top: ids.map((id, i) => {
-        const candidate = { id, prob: top[2 * i + 1]!, label: strings?.[i] };
-        const sampled = sampledProbability(kept, id, i);
-        return sampled === undefined ? candidate : { ...candidate, sampled };
-      }),
-      survivors: kept.length / 2,
-      ...(listKept ? { kept: tokenProbs(kept) } : {}),
-    };
-  }
+  const next = query.next && answerNext(current, trace, query.next);
   return { trace: shared, labels, next, opened, timings: { tokenize, forward, next: lap() } };
+}
+
+/** The next token's candidates after `trace` (`PromptNext`): what `next` asks of a prompt's run or of a kept trace. */
+function answerNext(current: Model, trace: Trace, { k, sampling, survivors = 1000, kept: listKept = true }: NextQuery): PromptNext {
+  // As flat pairs: the kept tokens become objects only for a caller that wants their list.
+  const kept = trace.topKFlat(survivors, sampling);
+  // Each topK ranks the whole vocabulary: once is enough when the settings filter nothing.
+  const unfiltered = sampling === undefined || (sampling.temperature === 1 && sampling.topK === undefined && sampling.topP === undefined);
+  const top = unfiltered && survivors >= k ? kept.subarray(0, 2 * k) : trace.topKFlat(k);
+  const ids = Array.from({ length: top.length / 2 }, (_, i) => top[2 * i]!);
+  const strings = infoOf(current).hasTokenizer ? current.tokenStrings(ids) : undefined;
+  return {
+    top: ids.map((id, i) => {
+      const candidate = { id, prob: top[2 * i + 1]!, label: strings?.[i] };
+      const sampled = sampledProbability(kept, id, i);
+      return sampled === undefined ? candidate : { ...candidate, sampled };
+    }),
+    survivors: kept.length / 2,
+    ...(listKept ? { kept: tokenProbs(kept) } : {}),
+  };
 }
 
 /**
@@ -213,6 +214,7 @@ const handlers: Handlers = {
   },
   traceProbs: (trace, pos, temperature) => found(traces, trace, 'trace').probs(pos, temperature),
   traceTopK: (trace, k, params) => found(traces, trace, 'trace').topK(k, params),
+  traceNext: (trace, next) => answerNext(loadedModel(), found(traces, trace, 'trace'), next),
   traceSafetensors: (trace) => found(traces, trace, 'trace').toSafetensors(),
   traceHeadScores: (trace) => loadedModel().headScores(found(traces, trace, 'trace')),
   repeatedRandomTokens: (seed) => loadedModel().repeatedRandomTokens(seed),

@@ -254,6 +254,22 @@ test('the probabilities shown sum to at most 1 and equal the engine’s', async 
   for (const [i, { sampled }] of filtered.slice(0, 3).entries()) assert.ok(Math.abs(sampled - kept[i].prob) <= 1e-5);
   assert.ok(filtered.reduce((total, { sampled }) => total + sampled, 0) <= 1 + 1e-6);
   assert.equal(await page.locator('.candidate.filtered').count(), 9, 'the other candidates are shown filtered out');
+  // As drawn: each bar's length is the model's probability of its cell (at least a pixel), the
+  // marker sits at the sampled probability and is not shown for a token filtered out (to a pixel).
+  const drawn = await page.getByTestId('candidate').evaluateAll((rows) =>
+    rows.map((row) => {
+      const cell = row.querySelector('.candidate-bar').getBoundingClientRect();
+      const bar = row.querySelector('.bar').getBoundingClientRect();
+      const marker = row.querySelector('.marker');
+      const at = marker.getBoundingClientRect();
+      return { width: cell.width, bar: bar.width, marker: at.left + at.width / 2 - cell.left, shown: marker.checkVisibility() };
+    }),
+  );
+  for (const [i, { width, bar, marker, shown: visible }] of drawn.entries()) {
+    assert.ok(Math.abs(bar - Math.max(1, filtered[i].prob * width)) <= 1, `candidate ${i}: a bar of ${bar} px for ${filtered[i].prob} of ${width} px`);
+    assert.equal(visible, filtered[i].sampled > 0, `candidate ${i}: the marker shows only for a token that can be sampled`);
+    if (visible) assert.ok(Math.abs(marker - filtered[i].sampled * width) <= 1, `candidate ${i}: the marker at ${marker} px for ${filtered[i].sampled} of ${width} px`);
+  }
   trace.free();
   await page.close();
 });
@@ -1156,6 +1172,13 @@ test('export: the trace as safetensors, the numbers as CSV, a view as PNG', asyn
   assert.equal(png.bytes.subarray(1, 4).toString(), 'PNG');
   const grid = await save(() => page.locator('#grid-panel').getByRole('button', { name: /as PNG/ }).click());
   assert.equal(grid.bytes.subarray(1, 4).toString(), 'PNG');
+  // The LayerNorm strip's canvas keeps room to grow with the prompt: the PNG is the strip as drawn.
+  const strip = await save(() => page.locator('#layernorm-panel').getByRole('button', { name: /as PNG/ }).click());
+  const shown = await page.locator('#layernorm-panel canvas').first().evaluate((canvas) => {
+    const box = canvas.parentElement.getBoundingClientRect();
+    return { width: Math.round(box.width * devicePixelRatio), height: Math.round(box.height * devicePixelRatio), backing: [canvas.width, canvas.height] };
+  });
+  assert.deepEqual([strip.bytes.readUInt32BE(16), strip.bytes.readUInt32BE(20)], [shown.width, shown.height], `the strip as shown, of a ${shown.backing.join('×')} canvas`);
   const svg = await save(() => page.locator('#layernorm-panel').getByRole('button', { name: /as SVG/ }).click());
   assert.match(svg.bytes.toString(), /^<svg[^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
   await page.close();

@@ -214,22 +214,61 @@ export function textWidth(font: string, text: string): number {
   return width;
 }
 
+/** Device pixels of each windowed canvas that hold the drawing (the rest is room to grow). */
+const drawnPixels = new WeakMap<HTMLCanvasElement, { width: number; height: number }>();
+
+/** The part of `canvas` that holds its drawing, in device pixels: all of it unless it is in a `CanvasWindow`. */
+export function drawnSize(canvas: HTMLCanvasElement): { width: number; height: number } {
+  return drawnPixels.get(canvas) ?? { width: canvas.width, height: canvas.height };
+}
+
 /**
- * Gives `canvas` this size (CSS px, at `ratio` device pixels each) and a clear, untransformed
- * context. Resizing reallocates the canvas's memory, so an unchanged size is only cleared.
+ * A canvas on the page through a box the size of its drawing. `fit` readies it for a drawing of a
+ * new size. A window that `grows` (a view whose size follows the prompt) allocates the canvas
+ * with room to spare, and keeps it until a drawing needs less than half: each new size is a new
+ * allocation, which Chromium makes with a round trip to its GPU process in the frame that shows
+ * the canvas (0.5–0.9 ms a canvas, headless on 2 cores), and the LayerNorm strips grew by a row
+ * on most keystrokes. Otherwise the canvas is the drawing's size, as the attention map must be:
+ * its box is what a pointer, a zoom and the focus ring go by.
  */
-export function fitCanvas(canvas: HTMLCanvasElement, context: CanvasRenderingContext2D, width: number, height: number, ratio: number): void {
-  const [pixelsWide, pixelsHigh] = [Math.round(width * ratio), Math.round(height * ratio)];
-  if (canvas.width !== pixelsWide || canvas.height !== pixelsHigh) {
-    // Each only when it changes: setting one to its value is a write the browser must process.
-    if (canvas.width !== pixelsWide) canvas.width = pixelsWide;
-    if (canvas.height !== pixelsHigh) canvas.height = pixelsHigh;
-    canvas.style.width = `${width}px`;
-    canvas.style.height = `${height}px`;
-  } else {
-    context.setTransform(1, 0, 0, 1, 0, 0);
-    context.clearRect(0, 0, pixelsWide, pixelsHigh);
+export class CanvasWindow {
+  readonly element = document.createElement('div');
+
+  constructor(
+    readonly canvas: HTMLCanvasElement,
+    private readonly grows: boolean,
+  ) {
+    this.element.className = grows ? 'canvas-window grows' : 'canvas-window';
+    this.element.append(canvas);
   }
+
+  /** Sizes the drawing (CSS px, at `ratio` device pixels each) and leaves `context` clear and untransformed. */
+  fit(context: CanvasRenderingContext2D, width: number, height: number, ratio: number): void {
+    const { canvas } = this;
+    const [pixelsWide, pixelsHigh] = [Math.round(width * ratio), Math.round(height * ratio)];
+    const [backingWide, backingHigh] = this.grows ? [room(pixelsWide, canvas.width), room(pixelsHigh, canvas.height)] : [pixelsWide, pixelsHigh];
+    if (canvas.width !== backingWide || canvas.height !== backingHigh) {
+      // Each only when it changes: setting one to its value is a write the browser must process.
+      if (canvas.width !== backingWide) canvas.width = backingWide;
+      if (canvas.height !== backingHigh) canvas.height = backingHigh;
+      canvas.style.width = `${this.grows ? backingWide / ratio : width}px`;
+      canvas.style.height = `${this.grows ? backingHigh / ratio : height}px`;
+    } else {
+      context.setTransform(1, 0, 0, 1, 0, 0);
+      context.clearRect(0, 0, backingWide, backingHigh);
+    }
+    const drawn = drawnPixels.get(canvas);
+    if (this.grows && (drawn?.width !== pixelsWide || drawn.height !== pixelsHigh)) {
+      this.element.style.width = `${pixelsWide / ratio}px`;
+      this.element.style.height = `${pixelsHigh / ratio}px`;
+    }
+    drawnPixels.set(canvas, { width: pixelsWide, height: pixelsHigh });
+  }
+}
+
+/** A growing window's backing side: the one allocated while it fits and is at most half empty, else half as much again as needed. */
+function room(needed: number, allocated: number): number {
+  return needed <= allocated && needed * 2 > allocated ? allocated : Math.ceil(needed * 1.5);
 }
 
 /** Views whose redraw waits (off screen, typing goes on), for tests and tools: `window.gptlensViewsWaiting`. */

@@ -2,7 +2,7 @@
 // without smoothing; max-pooled when a zoomable map has more cells than device pixels), row labels
 // on the left, column labels below, a highlighted row and the hovered cell outlined. The large
 // attention map (zoom and pan by wheel, pinch, drag and keys) and the LayerNorm strips are both this.
-import { cssVar, fitCanvas, textWidth, tokenText } from './dom.ts';
+import { CanvasWindow, cssVar, textWidth, tokenText } from './dom.ts';
 
 export interface MatrixData {
   rows: number;
@@ -108,6 +108,8 @@ function widestLabel(font: string, labels: (string | undefined)[]): number {
 
 export class MatrixCanvas {
   readonly element = document.createElement('canvas');
+  /** The canvas in a box the size of its drawing. */
+  private readonly canvasWindow: CanvasWindow;
   private readonly image = document.createElement('canvas');
   private data: MatrixData | undefined;
   private left = 0;
@@ -133,7 +135,9 @@ export class MatrixCanvas {
   /** Called after every zoomable render (zoom or pan changed). */
   onViewChange: (() => void) | undefined;
 
-  constructor(handlers: Handlers) {
+  /** `growsWithPrompt`: the drawing's size changes with the prompt (a strip of a row per token). */
+  constructor(handlers: Handlers, { growsWithPrompt = false } = {}) {
+    this.canvasWindow = new CanvasWindow(this.element, growsWithPrompt);
     this.element.className = 'matrix';
     this.element.addEventListener('wheel', (event) => {
       if (!this.data?.zoomable) return;
@@ -219,6 +223,11 @@ export class MatrixCanvas {
       const cell = this.cellAt(event);
       if (cell) handlers.click?.(cell, event);
     });
+  }
+
+  /** What a view puts on the page: the canvas in its window. */
+  get box(): HTMLElement {
+    return this.canvasWindow.element;
   }
 
   /** Distance between the two pointers of a pinch (CSS px). */
@@ -341,7 +350,7 @@ export class MatrixCanvas {
     const height = mapHeight + Math.ceil(widestLabel(font, colLabels)) + GAP + 2;
 
     const ratio = devicePixelRatio || 1;
-    fitCanvas(this.element, context, width, height, ratio);
+    this.canvasWindow.fit(context, width, height, ratio);
     context.setTransform(ratio, 0, 0, ratio, 0, 0);
     context.imageSmoothingEnabled = false;
     context.drawImage(this.image, this.left, 0, mapWidth, mapHeight);
@@ -399,7 +408,7 @@ export class MatrixCanvas {
     const height = side + bottom;
 
     const ratio = devicePixelRatio || 1;
-    fitCanvas(this.element, context, width, height, ratio);
+    this.canvasWindow.fit(context, width, height, ratio);
     context.setTransform(ratio, 0, 0, ratio, 0, 0);
     context.save();
     context.beginPath();

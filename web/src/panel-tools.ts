@@ -1,6 +1,6 @@
 // Things every panel shares: a dismissible "how to read this" note with its toggle, downloads
 // (PNG, SVG, CSV, safetensors) and arrow-key movement through a row of buttons.
-import { h } from './dom.ts';
+import { drawnSize, h } from './dom.ts';
 
 const DISMISSED = 'gptlens-howto-hidden';
 
@@ -54,8 +54,12 @@ export function download(name: string, data: Blob): void {
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
+/** Saves what is drawn on `canvas` (not the room a growing one keeps) as a PNG. */
 export function downloadCanvas(name: string, canvas: HTMLCanvasElement): void {
-  canvas.toBlob((blob) => blob && download(name, blob), 'image/png');
+  const { width, height } = drawnSize(canvas);
+  const drawn = new OffscreenCanvas(Math.max(1, width), Math.max(1, height));
+  drawn.getContext('2d')!.drawImage(canvas, 0, 0);
+  void drawn.convertToBlob({ type: 'image/png' }).then((blob) => download(name, blob));
 }
 
 export function downloadSvg(name: string, svg: SVGSVGElement): void {

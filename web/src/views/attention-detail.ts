@@ -143,7 +143,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
     if (detailView === 'lines') {
       lines.element.setAttribute('aria-label', `Lines of ${summary}`);
       lines.draw({ labels: analysis.labels, pattern, head: slot, query, full: analysis.bidirectional }, width);
-      if (body.firstChild !== lines.element) body.replaceChildren(lines.element);
+      if (body.firstChild !== lines.box) body.replaceChildren(lines.box);
       return;
     }
     if (detailView === 'row') {
@@ -172,7 +172,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
       query,
     );
     if (query !== undefined) map.reveal(query);
-    if (body.firstChild !== map.element) body.replaceChildren(map.element);
+    if (body.firstChild !== map.box) body.replaceChildren(map.box);
   };
 
   const redraw = drawnWhenSeen(root, render);

@@ -2,7 +2,7 @@
 // a line from each query to each key it attends to with the weight as opacity. With a query
 // picked (or hovered) only its lines show, and the keys it reads are shaded by weight.
 import { weight } from '../analysis.ts';
-import { cssVar, fitCanvas, tokenText, useFont } from '../dom.ts';
+import { CanvasWindow, cssVar, tokenText, useFont } from '../dom.ts';
 import { showTooltip, hideTooltip } from '../tooltip.ts';
 
 const ROW = 20;
@@ -23,6 +23,8 @@ export interface LinesInput {
 
 export class AttentionLines {
   readonly element = document.createElement('canvas');
+  /** A row per token: the canvas grows with the prompt. */
+  private readonly canvasWindow = new CanvasWindow(this.element, true);
   private input: LinesInput | undefined;
   private width = 0;
   private hoveredQuery: number | undefined;
@@ -39,6 +41,11 @@ export class AttentionLines {
       const { side, row } = this.locate(event);
       if (side === 'query' && row !== undefined) this.pick(row);
     });
+  }
+
+  /** What the view puts on the page: the canvas in its window. */
+  get box(): HTMLElement {
+    return this.canvasWindow.element;
   }
 
   draw(input: LinesInput, width: number): void {
@@ -83,7 +90,7 @@ export class AttentionLines {
     const height = HEADER + t * ROW + 4;
     const ratio = devicePixelRatio || 1;
     const context = this.element.getContext('2d')!;
-    fitCanvas(this.element, context, width, height, ratio);
+    this.canvasWindow.fit(context, width, height, ratio);
     context.setTransform(ratio, 0, 0, ratio, 0, 0);
     useFont(context, `${FONT} ${cssVar('--font-mono')}`);
     context.textBaseline = 'middle';

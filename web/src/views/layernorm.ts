@@ -122,10 +122,10 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
       },
       leave: hideTooltip,
       click: ({ row }) => pick(row),
-    });
+    }, { growsWithPrompt: true });
     const legend = h('span', {});
     const heading = h('h3', {});
-    const element = h('figure', { class: 'ln-strip' }, h('figcaption', {}, heading, legend), canvas.element);
+    const element = h('figure', { class: 'ln-strip' }, h('figcaption', {}, heading, legend), canvas.box);
     return { statistic, canvas, legend, heading, element };
   };
   const scaleStrip = strip('scale');

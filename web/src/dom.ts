@@ -233,6 +233,8 @@ export function drawnSize(canvas: HTMLCanvasElement): { width: number; height: n
  */
 export class CanvasWindow {
   readonly element = document.createElement('div');
+  /** The CSS sizes last given to the canvas and to the box: written again only when they change. */
+  private sizes = { canvas: '', box: '' };
 
   constructor(
     readonly canvas: HTMLCanvasElement,
@@ -251,17 +253,22 @@ export class CanvasWindow {
       // Each only when it changes: setting one to its value is a write the browser must process.
       if (canvas.width !== backingWide) canvas.width = backingWide;
       if (canvas.height !== backingHigh) canvas.height = backingHigh;
-      canvas.style.width = `${this.grows ? backingWide / ratio : width}px`;
-      canvas.style.height = `${this.grows ? backingHigh / ratio : height}px`;
     } else {
       context.setTransform(1, 0, 0, 1, 0, 0);
       context.clearRect(0, 0, backingWide, backingHigh);
     }
-    const drawn = drawnPixels.get(canvas);
-    if (this.grows && (drawn?.width !== pixelsWide || drawn.height !== pixelsHigh)) {
+    // A growing window's canvas is its whole backing store at `ratio` (the box hides the room).
+    const [canvasWide, canvasHigh] = this.grows ? [backingWide / ratio, backingHigh / ratio] : [width, height];
+    const sizes = { canvas: `${canvasWide}px ${canvasHigh}px`, box: this.grows ? `${pixelsWide / ratio}px ${pixelsHigh / ratio}px` : '' };
+    if (sizes.canvas !== this.sizes.canvas) {
+      canvas.style.width = `${canvasWide}px`;
+      canvas.style.height = `${canvasHigh}px`;
+    }
+    if (sizes.box !== this.sizes.box) {
       this.element.style.width = `${pixelsWide / ratio}px`;
       this.element.style.height = `${pixelsHigh / ratio}px`;
     }
+    this.sizes = sizes;
     drawnPixels.set(canvas, { width: pixelsWide, height: pixelsHigh });
   }
 }

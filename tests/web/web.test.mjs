@@ -1172,13 +1172,37 @@ test('export: the trace as safetensors, the numbers as CSV, a view as PNG', asyn
   assert.equal(png.bytes.subarray(1, 4).toString(), 'PNG');
   const grid = await save(() => page.locator('#grid-panel').getByRole('button', { name: /as PNG/ }).click());
   assert.equal(grid.bytes.subarray(1, 4).toString(), 'PNG');
-  // The LayerNorm strip's canvas keeps room to grow with the prompt: the PNG is the strip as drawn.
+  // The LayerNorm strip's canvas keeps room to grow with the prompt, hidden by its box (it takes
+  // no pointer either): the PNG is the strip as drawn, and a new token resizes the box, not the
+  // canvas.
+  const stripCanvas = page.locator('#layernorm-panel canvas').first();
+  await stripCanvas.scrollIntoViewIfNeeded();
+  await viewsSettled(page);
+  const stripShown = () =>
+    stripCanvas.evaluate((canvas) => {
+      const box = canvas.parentElement.getBoundingClientRect();
+      return {
+        width: Math.round(box.width * devicePixelRatio),
+        height: Math.round(box.height * devicePixelRatio),
+        backing: [canvas.width, canvas.height],
+        roomBelow: canvas.getBoundingClientRect().bottom > box.bottom + 2,
+        belowHits: document.elementFromPoint(box.left + 4, box.bottom + 2) === canvas,
+      };
+    });
+  const before = await stripShown();
+  assert.ok(before.roomBelow && before.backing[1] > before.height, `room below the strip: a ${before.backing.join('×')} canvas for ${before.width}×${before.height}`);
+  assert.equal(before.belowHits, false, 'the room is clipped: a point in it is not the canvas');
   const strip = await save(() => page.locator('#layernorm-panel').getByRole('button', { name: /as PNG/ }).click());
-  const shown = await page.locator('#layernorm-panel canvas').first().evaluate((canvas) => {
-    const box = canvas.parentElement.getBoundingClientRect();
-    return { width: Math.round(box.width * devicePixelRatio), height: Math.round(box.height * devicePixelRatio), backing: [canvas.width, canvas.height] };
-  });
-  assert.deepEqual([strip.bytes.readUInt32BE(16), strip.bytes.readUInt32BE(20)], [shown.width, shown.height], `the strip as shown, of a ${shown.backing.join('×')} canvas`);
+  assert.deepEqual([strip.bytes.readUInt32BE(16), strip.bytes.readUInt32BE(20)], [before.width, before.height], 'the PNG is the strip as shown');
+  const chips = await page.locator('[data-testid=tokens] .chip').count();
+  await page.getByTestId('prompt').press('End');
+  await page.keyboard.type(' the');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length > n, chips);
+  await viewsSettled(page);
+  const after = await stripShown();
+  // Rows are 336 / t px high past 24 tokens: a token changes the strip's height either way.
+  assert.notEqual(after.height, before.height, 'a token changed the strip\'s height');
+  assert.deepEqual(after.backing, before.backing, 'into the room it kept: the same canvas');
   const svg = await save(() => page.locator('#layernorm-panel').getByRole('button', { name: /as SVG/ }).click());
   assert.match(svg.bytes.toString(), /^<svg[^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
   await page.close();

@@ -228,8 +228,10 @@ export function drawnSize(canvas: HTMLCanvasElement): { width: number; height: n
  * with room to spare, and keeps it until a drawing needs less than half: each new size is a new
  * allocation, which Chromium makes with a round trip to its GPU process in the frame that shows
  * the canvas (0.5–0.9 ms a canvas, headless on 2 cores), and the LayerNorm strips grew by a row
- * on most keystrokes. Otherwise the canvas is the drawing's size, as the attention map must be:
- * its box is what a pointer, a zoom and the focus ring go by.
+ * on most keystrokes. Otherwise the canvas is the drawing's size, as the attention map's must be:
+ * its focus ring and its box (for tests and tools) are the drawing's. Either way the canvas and
+ * the box share their top-left corner, which is all the views' pointer arithmetic uses. The box is
+ * not made by `h`: views put it in place with `replaceChildren`, never `morphChildren`.
  */
 export class CanvasWindow {
   readonly element = document.createElement('div');
@@ -248,7 +250,7 @@ export class CanvasWindow {
   fit(context: CanvasRenderingContext2D, width: number, height: number, ratio: number): void {
     const { canvas } = this;
     const [pixelsWide, pixelsHigh] = [Math.round(width * ratio), Math.round(height * ratio)];
-    const [backingWide, backingHigh] = this.grows ? [room(pixelsWide, canvas.width), room(pixelsHigh, canvas.height)] : [pixelsWide, pixelsHigh];
+    const [backingWide, backingHigh] = this.grows ? room(canvas, pixelsWide, pixelsHigh, ratio) : [pixelsWide, pixelsHigh];
     if (canvas.width !== backingWide || canvas.height !== backingHigh) {
       // Each only when it changes: setting one to its value is a write the browser must process.
       if (canvas.width !== backingWide) canvas.width = backingWide;
@@ -273,9 +275,22 @@ export class CanvasWindow {
   }
 }
 
-/** A growing window's backing side: the one allocated while it fits and is at most half empty, else half as much again as needed. */
-function room(needed: number, allocated: number): number {
-  return needed <= allocated && needed * 2 > allocated ? allocated : Math.ceil(needed * 1.5);
+/** Room a growing canvas keeps beyond its drawing, per side: half the drawing, at most this many CSS px. */
+const MOST_ROOM = 256;
+/** Chromium draws nothing on a canvas with a side over 32,767 device pixels, Safari over 16,777,216 in all. */
+const MOST_SIDE = 32_767;
+const MOST_AREA = 16_777_216;
+
+/** A growing window's backing size for a drawing of `wide` × `high` device pixels. */
+function room(canvas: HTMLCanvasElement, wide: number, high: number, ratio: number): [number, number] {
+  const side = (needed: number, allocated: number) => {
+    if (needed <= allocated && needed * 2 > allocated) return allocated;
+    const spare = Math.min(Math.ceil(needed / 2), Math.round(MOST_ROOM * ratio));
+    return Math.min(needed + spare, Math.max(needed, MOST_SIDE));
+  };
+  const [backingWide, backingHigh] = [side(wide, canvas.width), side(high, canvas.height)];
+  // Room is not worth a canvas the browser will not draw.
+  return backingWide * backingHigh > MOST_AREA && wide * high <= MOST_AREA ? [wide, high] : [backingWide, backingHigh];
 }
 
 /** Views whose redraw waits (off screen, typing goes on), for tests and tools: `window.gptlensViewsWaiting`. */

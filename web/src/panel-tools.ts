@@ -57,7 +57,11 @@ export function download(name: string, data: Blob): void {
 /** Saves what is drawn on `canvas` (not the room a growing one keeps) as a PNG. */
 export function downloadCanvas(name: string, canvas: HTMLCanvasElement): void {
   const { width, height } = drawnSize(canvas);
-  const drawn = new OffscreenCanvas(Math.max(1, width), Math.max(1, height));
+  if (width === canvas.width && height === canvas.height) {
+    canvas.toBlob((blob) => blob && download(name, blob), 'image/png');
+    return;
+  }
+  const drawn = new OffscreenCanvas(width, height);
   drawn.getContext('2d')!.drawImage(canvas, 0, 0);
   void drawn.convertToBlob({ type: 'image/png' }).then((blob) => download(name, blob));
 }

@@ -947,6 +947,26 @@ test('a keystroke’s frame draws the views on screen; those off screen are draw
   await page.close();
 });
 
+test('typing moves no panel: the head finder’s line keeps one height whatever the last token', async () => {
+  // Before, the line wrapped for some last tokens and not others, and every panel under the grid
+  // moved up and down by a line as one typed.
+  const page = await openPage({ prompt: 'The cat sat on the mat and the dog sat on the log' });
+  const box = page.getByTestId('prompt');
+  await box.focus();
+  await box.press('Control+End');
+  const heights = new Set();
+  for (const key of ' and then the printer said') {
+    await page.keyboard.type(key);
+    // Drawn: the chips are this text's tokens, and every view has caught up.
+    const ids = [...engine.encode(await box.inputValue())].join();
+    await page.waitForFunction((expected) => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join() === expected, ids);
+    await viewsSettled(page);
+    heights.add(await page.locator('#grid-panel').evaluate((panel) => panel.getBoundingClientRect().height));
+  }
+  assert.equal(heights.size, 1, `the grid panel's heights while typing: ${[...heights].join(', ')}`);
+  await page.close();
+});
+
 test('a keystroke rewrites only what changed: no attribute written again on every head, chip and option', async () => {
   const page = await openPage({ prompt: 'The cat sat on the mat and' });
   const heads = engine.info().nLayer * engine.info().nHead;

@@ -119,11 +119,12 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
   csv.dataset.testid = 'head-scores-csv';
   const details = h('details', { class: 'head-scores-details' }, h('summary', {}, 'Scores of every head '), csv, table);
   const finderKey = h('select', {
+    class: 'finder-key',
     'data-testid': 'finder-key',
     onchange: () => store.set({ finderKey: finderKey.value === '' ? undefined : Number(finderKey.value) }),
   });
   finderKey.title = 'Rank every head by the weight the picked token (or the last) gives this key; Shift+click a cell of the map picks both';
-  const finderQuery = h('span', { class: 'muted' });
+  const finderQuery = h('span', { class: 'muted finder-query' });
   const ablatedList = h('span', { class: 'muted', 'data-testid': 'ablated-heads' });
   const clearAblation = h('button', {
     type: 'button',
@@ -176,7 +177,7 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
   root.append(
     h('div', { class: 'detector-bar', 'data-testid': 'detector-bar' }, h('label', { class: 'inline-label' }, 'Head detectors ', source), ...buttons, status),
     details,
-    h('div', { class: 'detector-bar' }, h('label', { class: 'inline-label' }, 'Head finder: ', finderQuery, ' reads ', finderKey), ranking),
+    h('div', { class: 'detector-bar' }, h('label', { class: 'inline-label finder-line' }, 'Head finder: ', finderQuery, ' reads ', finderKey), ranking),
     ablationBar,
   );
 
@@ -184,6 +185,8 @@ export function mountHeadDetectors(root: HTMLElement, store: Store, live: Live):
     const t = analysis?.tokens.length ?? 0;
     const q = query ?? t - 1;
     finderQuery.textContent = analysis ? `“${tokenText(analysis.labels[q]!)}” (${query === undefined ? 'the last token' : `token ${q}`})` : 'the picked token';
+    // Cut short to one line (see .finder-query): the whole of it on hover.
+    finderQuery.title = finderQuery.textContent;
     finderKey.disabled = analysis?.pooled !== undefined;
     if (analysis?.pooled) {
       // A long prompt's maps are pooled: no head's exact weight on one key is at hand.

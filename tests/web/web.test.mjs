@@ -1193,8 +1193,7 @@ test('export: the trace as safetensors, the numbers as CSV, a view as PNG', asyn
   const grid = await save(() => page.locator('#grid-panel').getByRole('button', { name: /as PNG/ }).click());
   assert.equal(grid.bytes.subarray(1, 4).toString(), 'PNG');
   // The LayerNorm strip's canvas keeps room to grow with the prompt, hidden by its box (it takes
-  // no pointer either): the PNG is the strip as drawn, and a new token resizes the box, not the
-  // canvas.
+  // no pointer either): the PNG is the strip as drawn.
   const stripCanvas = page.locator('#layernorm-panel canvas').first();
   await stripCanvas.scrollIntoViewIfNeeded();
   await viewsSettled(page);
@@ -1214,15 +1213,24 @@ test('export: the trace as safetensors, the numbers as CSV, a view as PNG', asyn
   assert.equal(before.belowHits, false, 'the room is clipped: a point in it is not the canvas');
   const strip = await save(() => page.locator('#layernorm-panel').getByRole('button', { name: /as PNG/ }).click());
   assert.deepEqual([strip.bytes.readUInt32BE(16), strip.bytes.readUInt32BE(20)], [before.width, before.height], 'the PNG is the strip as shown');
-  const chips = await page.locator('[data-testid=tokens] .chip').count();
+  // Past 24 tokens the rows share the strip's 336 px: a token changes neither the box nor the canvas.
+  const typed = async (key) => {
+    await page.keyboard.type(key);
+    const ids = [...engine.encode(await page.getByTestId('prompt').inputValue())].join();
+    await page.waitForFunction((expected) => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join() === expected, ids);
+    await viewsSettled(page);
+    return stripShown();
+  };
   await page.getByTestId('prompt').press('End');
-  await page.keyboard.type(' the');
-  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=tokens] .chip').length > n, chips);
-  await viewsSettled(page);
-  const after = await stripShown();
-  // Rows are 336 / t px high past 24 tokens: a token changes the strip's height either way.
-  assert.notEqual(after.height, before.height, 'a token changed the strip\'s height');
-  assert.deepEqual(after.backing, before.backing, 'into the room it kept: the same canvas');
+  assert.ok(engine.encode(PROMPT).length > 24);
+  const longer = await typed(' the');
+  assert.deepEqual([longer.height, longer.backing], [before.height, before.backing], 'a long prompt\'s strip keeps its height');
+  // Up to 24 tokens the strip gains a 14 px row a token: into the room its canvas kept.
+  await page.getByTestId('prompt').fill('The cat');
+  const short = await typed(' sat');
+  const grown = await typed(' on');
+  assert.ok(grown.height > short.height, `the strip grew: ${short.height} → ${grown.height} px`);
+  assert.deepEqual(grown.backing, short.backing, 'into the room it kept: the same canvas');
   const svg = await save(() => page.locator('#layernorm-panel').getByRole('button', { name: /as SVG/ }).click());
   assert.match(svg.bytes.toString(), /^<svg[^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
   await page.close();

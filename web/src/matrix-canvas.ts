@@ -10,7 +10,7 @@ export interface MatrixData {
   /** CSS pixels to fill: cells get what the labels leave, between 1 and `maxCell` wide. */
   width: number;
   maxCell: number;
-  /** Fixed row height; square cells when undefined. */
+  /** Fixed row height (CSS px, not necessarily whole); square cells when undefined. */
   cellHeight: number | undefined;
   rowLabels: string[];
   /** Only defined entries get a label. */
@@ -345,7 +345,9 @@ export class MatrixCanvas {
     const cellHeight = data.cellHeight ?? cellWidth;
     [this.cellWidth, this.cellHeight] = [cellWidth, cellHeight];
     const mapWidth = data.cols * cellWidth;
-    const mapHeight = data.rows * cellHeight;
+    const mapHeight = Math.round(data.rows * cellHeight);
+    /** Row `row`'s top edge, on a whole CSS pixel (rows may be fractional: some a pixel taller). */
+    const rowTop = (row: number) => Math.round(row * cellHeight);
     const width = this.left + mapWidth + 2;
     const height = mapHeight + Math.ceil(widestLabel(font, colLabels)) + GAP + 2;
 
@@ -380,12 +382,12 @@ export class MatrixCanvas {
     context.lineWidth = 1.5;
     if (highlighted !== undefined) {
       context.strokeStyle = accent;
-      context.strokeRect(this.left + 0.75, highlighted * cellHeight + 0.75, mapWidth - 1.5, cellHeight - 1.5);
+      context.strokeRect(this.left + 0.75, rowTop(highlighted) + 0.75, mapWidth - 1.5, rowTop(highlighted + 1) - rowTop(highlighted) - 1.5);
     }
     if (this.hovered) {
       context.strokeStyle = strong;
       const { row, col } = this.hovered;
-      context.strokeRect(this.left + col * cellWidth + 0.75, row * cellHeight + 0.75, cellWidth - 1.5, cellHeight - 1.5);
+      context.strokeRect(this.left + col * cellWidth + 0.75, rowTop(row) + 0.75, cellWidth - 1.5, rowTop(row + 1) - rowTop(row) - 1.5);
     }
   }
 

@@ -148,7 +148,9 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
         cols: sites.length,
         width,
         maxCell: 24,
-        cellHeight: t <= 24 ? 14 : Math.max(3, Math.floor(336 / t)),
+        // Past 24 tokens the rows share 336 px, some a pixel taller than others: whole rows made the
+        // strip 312–336 px from one token to the next, and everything under it moved as one typed.
+        cellHeight: t <= 24 ? 14 : Math.max(3, 336 / t),
         rowLabels: analysis.labels,
         colLabels: depthLabels(sites),
         paint: (image) => {

@@ -958,8 +958,7 @@ test('typing moves no panel: the head finder’s line keeps one height whatever 
   for (const key of ' and then the printer said') {
     await page.keyboard.type(key);
     // Drawn: the chips are this text's tokens, and every view has caught up.
-    const ids = [...engine.encode(await box.inputValue())].join();
-    await page.waitForFunction((expected) => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join() === expected, ids);
+    await untilChipsAre(page, engine.encode(await box.inputValue()));
     await viewsSettled(page);
     heights.add(await page.locator('#grid-panel').evaluate((panel) => panel.getBoundingClientRect().height));
   }
@@ -1216,8 +1215,7 @@ test('export: the trace as safetensors, the numbers as CSV, a view as PNG', asyn
   // Past 24 tokens the rows share the strip's 336 px: a token changes neither the box nor the canvas.
   const typed = async (key) => {
     await page.keyboard.type(key);
-    const ids = [...engine.encode(await page.getByTestId('prompt').inputValue())].join();
-    await page.waitForFunction((expected) => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join() === expected, ids);
+    await untilChipsAre(page, engine.encode(await page.getByTestId('prompt').inputValue()));
     await viewsSettled(page);
     return stripShown();
   };

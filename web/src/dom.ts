@@ -235,9 +235,6 @@ export function drawnSize(canvas: HTMLCanvasElement): { width: number; height: n
  */
 export class CanvasWindow {
   readonly element = document.createElement('div');
-  /** The CSS sizes last given to the canvas and to the box: written again only when they change. */
-  private sizes = { canvas: '', box: '' };
-
   constructor(
     readonly canvas: HTMLCanvasElement,
     private readonly grows: boolean,
@@ -259,20 +256,27 @@ export class CanvasWindow {
       context.setTransform(1, 0, 0, 1, 0, 0);
       context.clearRect(0, 0, backingWide, backingHigh);
     }
-    // A growing window's canvas is its whole backing store at `ratio` (the box hides the room).
-    const [canvasWide, canvasHigh] = this.grows ? [backingWide / ratio, backingHigh / ratio] : [width, height];
-    const sizes = { canvas: `${canvasWide}px ${canvasHigh}px`, box: this.grows ? `${pixelsWide / ratio}px ${pixelsHigh / ratio}px` : '' };
-    if (sizes.canvas !== this.sizes.canvas) {
-      canvas.style.width = `${canvasWide}px`;
-      canvas.style.height = `${canvasHigh}px`;
+    if (this.grows) {
+      // The canvas is its whole backing store at `ratio`; the box, the drawing, hides the room.
+      setCssSize(canvas, backingWide / ratio, backingHigh / ratio);
+      setCssSize(this.element, pixelsWide / ratio, pixelsHigh / ratio);
+    } else {
+      setCssSize(canvas, width, height);
     }
-    if (sizes.box !== this.sizes.box) {
-      this.element.style.width = `${pixelsWide / ratio}px`;
-      this.element.style.height = `${pixelsHigh / ratio}px`;
-    }
-    this.sizes = sizes;
     drawnPixels.set(canvas, { width: pixelsWide, height: pixelsHigh });
   }
+}
+
+/** The CSS size last given to each element by `setCssSize` (the style reads back its own rounding). */
+const cssSizes = new WeakMap<HTMLElement, string>();
+
+/** Gives `element` this CSS size, written only when it changes (a write is a style change to process). */
+function setCssSize(element: HTMLElement, width: number, height: number): void {
+  const size = `${width}px ${height}px`;
+  if (cssSizes.get(element) === size) return;
+  cssSizes.set(element, size);
+  element.style.width = `${width}px`;
+  element.style.height = `${height}px`;
 }
 
 /** Room a growing canvas keeps beyond its drawing, per side: half the drawing, at most this many CSS px. */

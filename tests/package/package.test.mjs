@@ -404,7 +404,7 @@ test('the worker client checks the same arguments before posting anything to the
   engine.terminate();
 });
 
-test('answers in shared memory (reply.js) come back as sent: typed arrays, NaN, infinities, undefined in arrays; too big or a Map go by message; each is read once', async () => {
+test('answers in shared memory (reply.js) come back as sent: typed arrays, NaN, infinities, undefined in arrays; too big or a Map go by message; each is read once; a nearly full buffer grows before it overflows', async () => {
   // Internal to the package (not in its exports): imported by file, beside its entry point.
   const { ReplyBuffer, writeReply } = await import(new URL('./reply.js', import.meta.resolve('gptlens')).href);
   const replies = ReplyBuffer.create();
@@ -435,6 +435,17 @@ test('answers in shared memory (reply.js) come back as sent: typed arrays, NaN, 
   assert.equal(writeReply(expect(5), 5, { tensor: Object.freeze({ data: new Float32Array(2) }) }), false, 'a typed array in a frozen object goes by message');
   assert.equal(writeReply(expect(6), 5, 1), false, 'an answer the page no longer expects goes by message');
   assert.equal(replies.awaited, 6);
+  // A live prompt's answers grow with it: one that nearly fills its buffer asks for a larger one
+  // before an answer outgrows it (and goes by message, a frame late).
+  const growing = ReplyBuffer.create();
+  const first = growing.expect(1).buffer;
+  assert.equal(writeReply(first, 1, new Float32Array(28_000)), true, '0.11 MB fits the first buffer');
+  growing.take();
+  const second = growing.expect(2).buffer;
+  assert.ok(second.byteLength >= 2 * 112_000, `filling 85 % of it, the answer asked for room to grow (${second.byteLength} bytes)`);
+  assert.equal(writeReply(second, 2, new Float32Array(28_000)), true);
+  growing.take();
+  assert.equal(growing.expect(3).buffer, second, 'half full, the buffer is kept');
 });
 
 test('the worker client takes waitable answers from shared memory: in the waiting task, by the note, or before its next request; each once, and an overtaken one by message', async () => {

@@ -14,7 +14,7 @@
 // and each comes one way or the other. Only the latest request can be answered here: an earlier
 // one's id is gone from the word, and it comes by message.
 
-/** Bytes before the answer: the state word, the JSON's length, the size an answer needed. */
+/** Bytes before the answer: the state word, the JSON's length, the size the next answer needs. */
 const HEADER = 16;
 const STATE = 0;
 const JSON_BYTES = 1;
@@ -107,7 +107,7 @@ function encode(value: unknown, room: number): { json: Uint8Array; arrays: Numbe
   }
 }
 
-/** The words before the answer: the state, the JSON's length, the size an answer needed. */
+/** The words before the answer: the state, the JSON's length, the size the next answer needs. */
 function headerOf(buffer: SharedArrayBuffer): Int32Array {
   return new Int32Array(buffer, 0, HEADER / 4);
 }
@@ -119,8 +119,8 @@ function aligned(bytes: number): number {
 /**
  * The Worker's side: writes `result` as the answer to request `id` when the page still expects it
  * there and it fits; true when it did (the page is then sent only a note). False: the answer
- * goes by message, and the page no longer waits for it. An answer that does not fit records its
- * size, for the next buffer.
+ * goes by message, and the page no longer waits for it. An answer that does not fit, or that
+ * nearly fills the buffer, records the size the next one needs.
  */
 export function writeReply(buffer: SharedArrayBuffer, id: number, result: unknown): boolean {
   const header = headerOf(buffer);
@@ -145,6 +145,11 @@ export function writeReply(buffer: SharedArrayBuffer, id: number, result: unknow
   memory.set(json, HEADER);
   arrays.forEach((array, i) => memory.set(new Uint8Array(array.buffer, array.byteOffset, array.byteLength), start + offsets[i]!));
   Atomics.store(header, JSON_BYTES, json.byteLength);
+  // A live prompt's answers grow a little with each token, and the one that outgrows its buffer
+  // goes by message, a frame late: an answer that leaves less than a quarter free asks for a
+  // larger buffer now, which the page makes at its next request.
+  const used = start + bytes;
+  if (used * 4 > buffer.byteLength * 3) Atomics.store(header, NEEDED, Math.min(MAX_BYTES, Math.ceil((used * 4) / 3)));
   return Atomics.compareExchange(header, STATE, id, -id) === id;
 }
 

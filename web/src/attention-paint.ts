@@ -41,7 +41,7 @@ export function paintPooled(
   full = false,
 ): void {
   const size = image.width;
-  const pixels = new Uint32Array(image.data.buffer);
+  const pixels = new Int32Array(image.data.buffer);
   pixels.fill(0);
   const pooled = new Float32Array(size * size).fill(-1);
   for (let q = 0; q < t; q++) {
@@ -69,7 +69,7 @@ export function paintAttention(
   scale: AttentionScale,
   full = false,
 ): void {
-  const pixels = new Uint32Array(image.data.buffer);
+  const pixels = new Int32Array(image.data.buffer);
   pixels.fill(0);
   const top = scale === 'rest' ? restMax(pattern, t, head, full) : 1;
   for (let q = 0; q < t; q++) {

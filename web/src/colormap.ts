@@ -18,8 +18,11 @@ function parseHex(hex: string): Rgb {
 }
 
 /** An opaque colour as one ImageData pixel (little-endian: alpha in the high byte). */
+/** A pixel as a signed 32-bit word: with alpha 255 it is negative and small enough for V8 to keep
+ * unboxed. Unsigned, past 2^31, every pixel read was a new heap number (the attention grid's
+ * scaling allocated ~0.5 MB of them a keystroke, and its collections landed in keystrokes' frames). */
 function pack([r, g, b]: Rgb): number {
-  return ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;
+  return (255 << 24) | (b << 16) | (g << 8) | r;
 }
 
 /** `#rrggbb` as one ImageData pixel, in the byte order `Colormap.pixels` uses. */
@@ -28,8 +31,8 @@ export function pixelOf(hex: string): number {
 }
 
 export class Colormap {
-  /** RGBA pixels for ImageData (little-endian: alpha in the high byte). */
-  readonly pixels = new Uint32Array(256);
+  /** RGBA pixels for ImageData (little-endian: alpha in the high byte), as signed words (see `pack`). */
+  readonly pixels = new Int32Array(256);
   readonly css: string[] = [];
 
   constructor(stops: readonly string[]) {

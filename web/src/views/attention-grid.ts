@@ -83,7 +83,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
   const context = canvas.getContext('2d')!;
   /** The canvas's pixels, painted here and put back once per redraw (only the region that changed). */
   let image = new ImageData(1, 1);
-  let gridPixels = new Uint32Array(image.data.buffer);
+  let gridPixels = new Int32Array(image.data.buffer);
   /** One thumbnail at its own resolution, before it is scaled into its cell. */
   let thumbnail = new ImageData(1, 1);
 
@@ -118,7 +118,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     canvas.style.width = `${canvas.width / scale}px`;
     canvas.style.height = `${canvas.height / scale}px`;
     image = new ImageData(canvas.width, canvas.height);
-    gridPixels = new Uint32Array(image.data.buffer);
+    gridPixels = new Int32Array(image.data.buffer);
     places = cells.map(({ button }) => ({ x: Math.round(button.offsetLeft * scale), y: Math.round(button.offsetTop * scale), side: Math.round(button.offsetWidth * scale) }));
     for (const cell of cells) cell.stale = true; // resizing cleared the canvas
   };
@@ -126,7 +126,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
   /** Copies `source` into the grid's pixels at `place`, scaled up without smoothing; masked pixels show the map background. */
   const blit = (source: ImageData, { x, y, side }: { x: number; y: number; side: number }, background: number) => {
     const size = source.width;
-    const from = new Uint32Array(source.data.buffer);
+    const from = new Int32Array(source.data.buffer);
     // Each pixel shows the map pixel under its centre.
     const columns = Int32Array.from({ length: side }, (_, i) => Math.floor(((i + 0.5) * size) / side));
     const stride = image.width;

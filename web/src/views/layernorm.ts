@@ -154,7 +154,7 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
         rowLabels: analysis.labels,
         colLabels: depthLabels(sites),
         paint: (image) => {
-          const pixels = new Uint32Array(image.data.buffer);
+          const pixels = new Int32Array(image.data.buffer);
           for (let token = 0; token < t; token++) {
             for (let site = 0; site < sites.length; site++) {
               pixels[token * sites.length + site] = colors.pixels[Colormap.index(position(site, token))]!;

@@ -130,10 +130,20 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     // Each pixel shows the map pixel under its centre.
     const columns = Int32Array.from({ length: side }, (_, i) => Math.floor(((i + 0.5) * size) / side));
     const stride = image.width;
+    const width = Math.min(side, stride - x);
+    // Scaled up, a map row spans several pixel rows: the first is worked out, the others copied.
+    let lastLine = -1;
+    let lastAt = 0;
     for (let row = 0; row < side && y + row < image.height; row++) {
       const line = Math.floor(((row + 0.5) * size) / side) * size;
       const at = (y + row) * stride + x;
-      for (let i = 0; i < side && x + i < stride; i++) gridPixels[at + i] = from[line + columns[i]!]! || background;
+      if (line === lastLine) {
+        gridPixels.copyWithin(at, lastAt, lastAt + width);
+        continue;
+      }
+      for (let i = 0; i < width; i++) gridPixels[at + i] = from[line + columns[i]!]! || background;
+      lastLine = line;
+      lastAt = at;
     }
   };
 

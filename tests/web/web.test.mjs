@@ -64,10 +64,12 @@ async function pageViolations(page) {
   return seen;
 }
 
-/** Opens the page on `model` with `prompt` already in the box; resolves once every view shows it. */
-async function openPage({ model = FIXTURE, prompt = '', theme = 'dark', size = SIZES.wide, backend, threads } = {}) {
+/** Opens the page on `model` with `prompt` already in the box (`init` runs before the page's own
+ * scripts); resolves once every view shows it. */
+async function openPage({ model = FIXTURE, prompt = '', theme = 'dark', size = SIZES.wide, backend, threads, init } = {}) {
   const page = await browser.newPage({ viewport: size });
   watchPolicy(page);
+  if (init) await page.addInitScript(init);
   page.on('pageerror', (error) => console.error(`[page] ${error.message}`));
   page.on('console', (message) => message.type() === 'error' && console.error(`[page] ${message.text()}`));
   const query = new URLSearchParams({ model, theme, prompt, ...(backend ? { backend } : {}), ...(threads ? { threads } : {}) });
@@ -963,6 +965,34 @@ test('typing moves no panel: the head finder’s line keeps one height whatever 
     heights.add(await page.locator('#grid-panel').evaluate((panel) => panel.getBoundingClientRect().height));
   }
   assert.equal(heights.size, 1, `the grid panel's heights while typing: ${[...heights].join(', ')}`);
+  await page.close();
+});
+
+test('a model\'s first run and a typed character\'s answer through shared memory: the first keystroke\'s is waited for in its frame, not sent a frame late', async () => {
+  // The page's runs as the Worker sees them: whether each came with the shared answer buffer, and its size.
+  const init = () => {
+    window.runRequests = [];
+    const post = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function recorded(message, ...rest) {
+      if (message?.op === 'sessionRunPrompt') window.runRequests.push(message.reply?.byteLength ?? 0);
+      return post.call(this, message, ...rest);
+    };
+  };
+  const prompt = 'When Mary and John went to the store, John gave a drink to her and the cat sat on the';
+  // Long enough that the first run's time per position says a keystroke's run is short even on a
+  // slow machine (it would have to take 5 ms a position).
+  assert.ok(engine.encode(prompt).length >= 20);
+  const page = await openPage({ prompt, init });
+  const box = page.getByTestId('prompt');
+  await box.click();
+  await box.press('Control+End'); // the end of the text (End alone ends the line the click landed on)
+  await box.pressSequentially(' m');
+  await untilChipsAre(page, engine.encode(`${prompt} m`));
+  const [first, keystroke] = await page.evaluate(() => window.runRequests);
+  // Before: the first run came by message, so the buffer (0.13 MB) learnt nothing, and the rule
+  // "wait when the last run took 5 ms or less" left the first keystroke unwaited (the whole prompt's run is long).
+  assert.ok(first > 0, 'the first run answers in shared memory (not waited for)');
+  assert.ok(keystroke > 0, 'the first keystroke\'s answer is waited for in its frame');
   await page.close();
 });
 

@@ -1,5 +1,5 @@
-// Colormaps as 256-entry lookup tables, packed for ImageData (one Uint32 per pixel, RGBA bytes in
-// memory order), so painting a T×T map is one table lookup per cell.
+// Colormaps as 256-entry lookup tables, packed for ImageData (one signed 32-bit word per pixel, RGBA
+// bytes in memory order), so painting a T×T map is one table lookup per cell.
 //   dark theme:  magma (perceptually uniform; near-black = no weight, bright = much)
 //   light theme: ColorBrewer PuBu (near-white = no weight, deep blue = much)
 //   signed values (LayerNorm means): a diverging map whose middle is the panel's background.
@@ -17,10 +17,10 @@ function parseHex(hex: string): Rgb {
   return [(value >> 16) & 255, (value >> 8) & 255, value & 255];
 }
 
-/** An opaque colour as one ImageData pixel (little-endian: alpha in the high byte). */
-/** A pixel as a signed 32-bit word: with alpha 255 it is negative and small enough for V8 to keep
- * unboxed. Unsigned, past 2^31, every pixel read was a new heap number (the attention grid's
- * scaling allocated ~0.5 MB of them a keystroke, and its collections landed in keystrokes' frames). */
+/** An opaque colour as one ImageData pixel (little-endian: alpha in the high byte), as a signed
+ * 32-bit word: with alpha 255 it is negative and small enough for V8 to keep unboxed. Unsigned,
+ * past 2^31, every pixel read was a new heap number (the attention grid's scaling allocated
+ * ~0.5 MB of them a keystroke, and its collections landed in keystrokes' frames). */
 function pack([r, g, b]: Rgb): number {
   return (255 << 24) | (b << 16) | (g << 8) | r;
 }

@@ -19,7 +19,7 @@ export async function isWrapped(engine: Engine, text: string): Promise<boolean> 
   return opening.length > 0 && text.trimStart().startsWith(opening);
 }
 
-/** When a position takes the Worker this long or less (ms), the next run is waited for in the next frame... */
+/** When runs take the Worker this long or less (ms), the next is waited for in the next frame... */
 const SHORT_RUN_MS = 5;
 /** ...for at most this long. */
 const SHORT_RUN_WAIT_MS = 8;
@@ -59,12 +59,11 @@ export class Live {
    * cannot restart the engine in a loop. */
   private crashedPrompt: string | undefined;
   private holdRerun = false;
-  /** The Worker's time (encoding, forward pass, next token) per position computed, in the latest
-   * three runs: their median is what a typed character's run, one new position as a rule, is
-   * expected to take. Per position, so that the whole prompt's first run does not send the first
-   * keystroke's answer by message; the median of three, so that one run slowed by the machine does
-   * not send the next. A new model's first run is not waited for. */
-  private positionMs: number[] = [];
+  /** The Worker's time (encoding, forward pass, next token) for the latest three runs. A model's
+   * first run reads the whole prompt, where a typed character's reads one new position as a rule
+   * (not an encoder's, which reads every token again): it counts as its time per position, so
+   * that the first keystroke's answer is waited for too. A new model's first run is not. */
+  private runMs: number[] = [];
   /** When the engine's memory was last read for the diagnostics (`performance.now()`). */
   private memoryReadAt = -Infinity;
 
@@ -169,7 +168,7 @@ export class Live {
   /** A new model is loaded: the same prompt, run on it. */
   modelChanged(): void {
     this.clock.reset();
-    this.positionMs = [];
+    this.runMs = [];
     const { ablated, ablateWith } = this.store.state;
     if (ablated.length > 0) void this.store.state.model?.engine.setAblation(ablated, ablateWith);
     this.tokens = new Uint32Array();
@@ -354,23 +353,29 @@ export class Live {
 
   private async show(engine: Engine, input: string | Uint32Array, keystroke: number | undefined): Promise<void> {
     // One message to the Worker: encoding, the forward pass, labels and the next token.
-    // When the model's last run took the Worker a few ms a position, this one's answer is waited for at the
+    // When the model's runs take the Worker a few ms, this one's answer is waited for at the
     // start of the next frame (the keystroke's own), blocked, and drawn in it. By message it
     // would arrive after that frame and be painted in the one after. A longer run's answer comes
-    // by message: this thread stays free meanwhile.
-    const waitable = this.positionMs.length > 0 && median(this.positionMs) <= SHORT_RUN_MS;
+    // by message: this thread stays free meanwhile. The median of three, so that one run slowed
+    // by the machine does not send the next by message; and not after a run longer than the wait
+    // itself (an edit early in a long prompt reads every position after it), which would not
+    // have come in time either.
+    const waitable = this.runMs.length > 0 && median(this.runMs) <= SHORT_RUN_MS && this.runMs.at(-1)! <= SHORT_RUN_WAIT_MS;
     // A model's first run (the whole prompt) is not waited for, but it too answers in shared
     // memory: there it finds the room answers need, so the first keystroke's does not miss it.
-    const shared = waitable || this.positionMs.length === 0;
+    const shared = waitable || this.runMs.length === 0;
     const running = engine.run(input, this.store.state.head, engine.encoder ? undefined : this.store.state.sampling, shared);
     // True once the frame's callback has settled the answer (this one: only one run is in
     // flight); it is read right after, in the same frame, and then the views are drawn in it.
     let inFrame = false;
-    if (waitable) requestAnimationFrame(() => (inFrame = engine.waitForAnswer(SHORT_RUN_WAIT_MS)));
+    // An answer its note brought before the frame: the frame must not wait for a later request's.
+    let answered = false;
+    const settled = () => (answered = true);
+    running.then(settled, settled);
+    if (waitable) requestAnimationFrame(() => (inFrame = !answered && engine.waitForAnswer(SHORT_RUN_WAIT_MS)));
     const { trace, analysis, next, timings } = await running;
     let drawnInFrame = inFrame;
     const tokens = analysis.tokens;
-    this.positionMs = [...this.positionMs.slice(-2), (timings.tokenize + timings.forward + timings.next) / Math.max(1, analysis.computed)];
     stageTook('tokenize', timings.tokenize);
     stageTook('forward', timings.forward, { computed: analysis.computed, tokens: tokens.length });
     stageTook('next-token', timings.next);
@@ -392,6 +397,8 @@ export class Live {
       void trace.release();
       return;
     }
+    const workerMs = timings.tokenize + timings.forward + timings.next;
+    this.runMs = [...this.runMs.slice(-2), this.runMs.length === 0 && !engine.encoder ? workerMs / Math.max(1, analysis.computed) : workerMs];
     void this.trace?.release();
     this.trace = trace;
     this.tokens = tokens;

@@ -164,7 +164,7 @@ export interface Taken {
   result: unknown;
 }
 
-/** The page's side: one buffer for answers, replaced by a larger one when an answer did not fit. */
+/** The page's side: one buffer for answers, replaced by a larger one when an answer did not fit or nearly filled it. */
 export class ReplyBuffer {
   private buffer: SharedArrayBuffer;
   /** The buffer's header words, viewed once per buffer (`wait` reads the state word in a loop). */
@@ -186,8 +186,8 @@ export class ReplyBuffer {
    * Promises the buffer to request `id`, in one atomic exchange with what it held; returns the
    * buffer to send with the request, and an answer that was written there before and not yet read
    * (it is read now: the Worker writes only for an id it was sent, and `id` is not sent yet). When
-   * the last answer did not fit, the old buffer is left at 0, so that a write still on its way there
-   * fails and goes by message, and a larger buffer is promised instead.
+   * the last answer did not fit or nearly filled the buffer, the old buffer is left at 0, so that a
+   * write still on its way there fails and goes by message, and a larger buffer is promised instead.
    */
   expect(id: number): { buffer: SharedArrayBuffer; taken: Taken | undefined } {
     const header = this.header;

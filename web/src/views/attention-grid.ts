@@ -161,7 +161,8 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       if (source) blit(source, place, background);
       else {
         // No prompt, no map: the cell's background.
-        for (let row = place.y; row < Math.min(place.y + place.side, image.height); row++) gridPixels.fill(background, row * image.width + place.x, row * image.width + place.x + place.side);
+        const end = Math.min(place.x + place.side, image.width);
+        for (let row = place.y; row < Math.min(place.y + place.side, image.height); row++) gridPixels.fill(background, row * image.width + place.x, row * image.width + end);
         delete cell.button.dataset.pixels;
       }
       cell.stale = false;

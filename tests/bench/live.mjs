@@ -10,15 +10,20 @@
 //
 //   LIVE_RUNS=3  LIVE_THREADS=2  LIVE_MODELS=assets/gptlens-shakespeare,fixtures/gpt2-tiny-f32,assets/SmolLM2-135M-Instruct.Q4_1.gguf
 //
+// LIVE_TRACE=1 adds one more run per model with Chromium's tracing on, and a table that splits
+// the keystroke's frame into the browser's phases (tests/bench/keystroke-trace.mjs).
+//
 // LIVE_BUILDS=/tmp/before,/tmp/after (directories of built pages: copies of web/dist) compares
 // builds instead: each run types into every build in turn, alternating, so that a machine whose
 // speed drifts during the bench drifts for all of them; it reports keystroke → redraw per build.
 import { loadavg } from 'node:os';
 import { servePage } from '../web/page-server.mjs';
+import { startTrace, traceReport } from './keystroke-trace.mjs';
 import { benchEachModel } from './page-models.mjs';
 
 const RUNS = Number(process.env.LIVE_RUNS ?? 3);
 const THREADS = process.env.LIVE_THREADS ?? '2';
+const TRACE = process.env.LIVE_TRACE === '1';
 const KEYS = 40;
 const RATE = 8;
 const MODELS = (process.env.LIVE_MODELS ?? 'assets/gptlens-shakespeare,fixtures/gpt2-tiny-f32,assets/SmolLM2-135M-Instruct.Q4_1.gguf').split(',');
@@ -66,7 +71,8 @@ async function coldStart(page, url, model) {
   return page.evaluate(() => performance.getEntriesByName('gptlens:first-probabilities')[0].startTime);
 }
 
-async function typingRun(page, url, model) {
+/** Types into the page; with `traced`, under Chromium's tracing, and the keystrokes' frames come back too. */
+async function typingRun(page, url, model, traced = false) {
   await page.goto(address(url, model, PROMPTS[model] ?? PROMPTS.default));
   await page.getByTestId('candidate').first().waitFor({ timeout: 300_000 });
   const box = page.getByTestId('prompt');
@@ -78,6 +84,7 @@ async function typingRun(page, url, model) {
     window.live.longTasks.length = 0;
     window.live.measures.length = 0;
   });
+  const stopTrace = traced ? await startTrace(page) : undefined;
   const started = performance.now();
   for (let key = 0; key < KEYS; key++) {
     const wait = started + (key * 1000) / RATE - performance.now();
@@ -85,7 +92,8 @@ async function typingRun(page, url, model) {
     await page.keyboard.type(TYPED[key]);
   }
   await page.waitForTimeout(1500); // the last keystrokes' redraws
-  return page.evaluate((stages) => {
+  const frames = await stopTrace?.();
+  const typed = await page.evaluate((stages) => {
     const { measures, messages, longTasks } = window.live;
     const durations = (name) => measures.filter((entry) => entry.name === name).map((entry) => entry.duration);
     const forward = measures.filter((entry) => entry.name === 'gptlens:stage:forward');
@@ -99,6 +107,7 @@ async function typingRun(page, url, model) {
       longTasks,
     };
   }, STAGES);
+  return { ...typed, frames };
 }
 
 /**
@@ -152,10 +161,17 @@ async function benchModel(browser, url, model) {
     runs.push({ load: loadavg()[0], ...typing, floor: floor.map((f) => f.ms), floorRender: floor.map((f) => f.renderMs) });
     await context.close();
   }
-  return { model, cold, warm, runs };
+  let traced;
+  if (TRACE) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    await context.addInitScript(instrument);
+    traced = (await typingRun(await context.newPage(), url, model, true)).frames;
+    await context.close();
+  }
+  return { model, cold, warm, runs, traced };
 }
 
-function report({ model, cold, warm, runs }) {
+function report({ model, cold, warm, runs, traced }) {
   const target = TARGETS[model] ?? TARGETS.tiny;
   const redraws = runs.flatMap((run) => run.redraws);
   const median = quantile(redraws, 0.5);
@@ -201,6 +217,7 @@ function report({ model, cold, warm, runs }) {
   );
   const moved = floorMoved(runs.map((run) => quantile(run.floor, 0.5)));
   if (moved) lines.push(moved, '');
+  if (traced) lines.push(traceReport(traced));
   return lines.join('\n');
 }
 

@@ -44,22 +44,25 @@ after(() => Promise.all([browser?.close(), server?.close()]));
 const violations = [];
 
 /** Records the page's CSP violations: the `securitypolicyviolation` events, and the console's
- * reports of them (workers' violations reach only the console). */
+ * reports of them (workers' violations reach only the console). Awaited before the page is opened:
+ * Playwright prepares an init script before it sends it, so a navigation sent meanwhile can come
+ * first and run without it (the watch was then blind, and a test reading it failed). */
 function watchPolicy(page) {
-  void page.addInitScript(() => {
+  page.on('console', (message) => {
+    if (/Content.Security.Policy/i.test(message.text())) violations.push(`${page.url()}: ${message.text()}`);
+  });
+  return page.addInitScript(() => {
     window.cspViolations = [];
     document.addEventListener('securitypolicyviolation', (event) => {
       window.cspViolations.push(`${event.effectiveDirective} blocked ${event.blockedURI || 'inline'}`);
     });
   });
-  page.on('console', (message) => {
-    if (/Content.Security.Policy/i.test(message.text())) violations.push(`${page.url()}: ${message.text()}`);
-  });
 }
 
 /** The page's own record of CSP violations, also added to `violations`. */
 async function pageViolations(page) {
-  const seen = await page.evaluate(() => window.cspViolations ?? []);
+  const seen = await page.evaluate(() => window.cspViolations);
+  assert.ok(Array.isArray(seen), 'the page is watched for CSP violations');
   violations.push(...seen.map((text) => `${page.url()}: ${text}`));
   return seen;
 }
@@ -68,7 +71,7 @@ async function pageViolations(page) {
  * scripts); resolves once every view shows it. */
 async function openPage({ model = FIXTURE, prompt = '', theme = 'dark', size = SIZES.wide, backend, threads, init } = {}) {
   const page = await browser.newPage({ viewport: size });
-  watchPolicy(page);
+  await watchPolicy(page);
   if (init) await page.addInitScript(init);
   page.on('pageerror', (error) => console.error(`[page] ${error.message}`));
   page.on('console', (message) => message.type() === 'error' && console.error(`[page] ${message.text()}`));
@@ -203,7 +206,7 @@ test('a first visit opens gptlens’s own Shakespeare model from the repository:
     'model.safetensors': new Uint8Array(await readFile(`${dir}/model.safetensors`)),
   });
   const page = await browser.newPage({ viewport: SIZES.wide });
-  watchPolicy(page);
+  await watchPolicy(page);
   const elsewhere = [];
   page.on('request', (request) => {
     if (new URL(request.url()).origin !== new URL(server.url).origin) elsewhere.push(request.url());
@@ -1948,7 +1951,7 @@ test('an encoder (all-MiniLM-L6-v2): full attention maps, post-LN strips, live s
 
   // The query-row view of query 0: its weight on every key, those after it included.
   const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
-  watchPolicy(page);
+  await watchPolicy(page);
   page.on('pageerror', (error) => console.error(`[page] ${error.message}`));
   await page.goto(`${server.url}/?${new URLSearchParams({ model: MINILM, theme: 'dark', prompt: '', view: 'row', q: '0' })}`);
   await page.locator('[data-field=model]').filter({ hasText: /all-MiniLM-L6-v2 \(encoder\)/ }).waitFor({ timeout: 180_000 });

@@ -6,8 +6,8 @@
 
 const CATEGORIES = ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'blink', 'cc', 'toplevel', 'blink.user_timing'];
 
-/** The frame's phases, by the trace event that times each. */
-const PHASES = [
+/** The frame's phases, by the trace event that times each (label, event). */
+export const PHASES = [
   ["animation-frame callbacks: the answer's wait and the views' script", 'FireAnimationFrame'],
   ['hover update after a layout under the pointer (a hit test)', 'EventHandler::handleMouseMoveEvent'],
   ['style', 'Blink.Style.UpdateTime'],
@@ -69,35 +69,4 @@ function keystrokeFrames(events) {
     }
     return [{ toFrame: (frame.ts - begin) / 1000, frame: frame.dur / 1000, phases, afterFrame: (end - frameEnd) / 1000, after }];
   });
-}
-
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? undefined : sorted[sorted.length >> 1];
-};
-const ms = (value) => (value === undefined ? '–' : value.toFixed(2));
-
-/** The traced run as Markdown: each part's median over the keystrokes. */
-export function traceReport(frames) {
-  const lines = [
-    `Traced (LIVE_TRACE=1: one more run, tracing on, so every part is slower than above): the keystroke's frame, median over ${frames.length} keystrokes (ms).`,
-    '',
-    '| part | median |',
-    '|---|--:|',
-    `| keystroke → its frame begins | ${ms(median(frames.map((frame) => frame.toFrame)))} |`,
-    `| **the frame** | **${ms(median(frames.map((frame) => frame.frame)))}** |`,
-    ...PHASES.map(([label], i) => `| — ${label} | ${ms(median(frames.map((frame) => frame.phases[i])))} |`),
-    `| after the frame, until the page's measure of the paint ends | ${ms(median(frames.map((frame) => frame.afterFrame)))} |`,
-  ];
-  // The tasks after the frame, by where Chromium posted them, the busiest first.
-  const sources = new Map();
-  for (const frame of frames) for (const [source, took] of frame.after) sources.set(source, [...(sources.get(source) ?? []), took]);
-  const busiest = [...sources].sort((a, b) => b[1].reduce((x, y) => x + y, 0) - a[1].reduce((x, y) => x + y, 0)).slice(0, 5);
-  for (const [source, took] of busiest) lines.push(`| — a task from \`${source}\` (in ${took.length} of ${frames.length}) | ${ms(median(took))} |`);
-  lines.push(
-    '',
-    "Tasks are named by where Chromium posted them. Seen so far: `EnqueueEvent`, the keystroke's `selectionchange`; `FormControlDidChange`, Chromium's autofill tracking of the edited field (it lays out what changed); `DOMTimer`, the page's measure itself; `PostMessageToWorkerObject`, the Worker's note for an answer the frame already took.",
-    '',
-  );
-  return lines.join('\n');
 }

@@ -18,7 +18,7 @@
 // speed drifts during the bench drifts for all of them; it reports keystroke → redraw per build.
 import { loadavg } from 'node:os';
 import { servePage } from '../web/page-server.mjs';
-import { startTrace, traceReport } from './keystroke-trace.mjs';
+import { PHASES, startTrace } from './keystroke-trace.mjs';
 import { benchEachModel } from './page-models.mjs';
 
 const RUNS = Number(process.env.LIVE_RUNS ?? 3);
@@ -217,8 +217,35 @@ function report({ model, cold, warm, runs, traced }) {
   );
   const moved = floorMoved(runs.map((run) => quantile(run.floor, 0.5)));
   if (moved) lines.push(moved, '');
-  if (traced) lines.push(traceReport(traced));
+  if (traced) lines.push(...traceLines(traced));
   return lines.join('\n');
+}
+
+/** LIVE_TRACE's run: each part of the keystroke's frame, its median over the keystrokes. */
+function traceLines(frames) {
+  const median = (values) => ms(quantile(values, 0.5));
+  const lines = [
+    `Traced (LIVE_TRACE=1: one more run, tracing on, so every part is slower than above): the keystroke's frame, median over ${frames.length} keystrokes (ms).`,
+    '',
+    '| part | median |',
+    '|---|--:|',
+    `| keystroke → its frame begins | ${median(frames.map((frame) => frame.toFrame))} |`,
+    `| **the frame** | **${median(frames.map((frame) => frame.frame))}** |`,
+    ...PHASES.map(([label], i) => `| — ${label} | ${median(frames.map((frame) => frame.phases[i]))} |`),
+    `| after the frame, until the page's measure of the paint ends | ${median(frames.map((frame) => frame.afterFrame))} |`,
+  ];
+  // The tasks after the frame, by where Chromium posted them, the busiest first.
+  const sources = new Map();
+  for (const frame of frames) for (const [source, took] of frame.after) sources.set(source, [...(sources.get(source) ?? []), took]);
+  const total = (took) => took.reduce((sum, ms) => sum + ms, 0);
+  const busiest = [...sources].sort((a, b) => total(b[1]) - total(a[1])).slice(0, 5);
+  for (const [source, took] of busiest) lines.push(`| — a task from \`${source}\` (in ${took.length} of ${frames.length}) | ${median(took)} |`);
+  lines.push(
+    '',
+    "Tasks are named by where Chromium posted them. Seen so far: `EnqueueEvent`, the keystroke's `selectionchange`; `FormControlDidChange`, Chromium's autofill tracking of the edited field (it lays out what changed); `DOMTimer`, the page's measure itself; `PostMessageToWorkerObject`, the Worker's note for an answer the frame already took.",
+    '',
+  );
+  return lines;
 }
 
 /** How much the floor may move between runs of one model before the report says so. */

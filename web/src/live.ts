@@ -5,7 +5,7 @@
 import { coalesceLatest, cosine, type WorkerTrace } from 'gptlens';
 import { drawInFrame } from './dom.ts';
 import { engineCrash, PromptError, type Engine } from './engine.ts';
-import { RedrawClock, stage, stageTook } from './perf.ts';
+import { quantile, RedrawClock, stage, stageTook } from './perf.ts';
 import { RANKED_SENTENCES } from './similarity.ts';
 import type { Store } from './store.ts';
 
@@ -23,11 +23,6 @@ export async function isWrapped(engine: Engine, text: string): Promise<boolean> 
 const SHORT_RUN_MS = 5;
 /** ...for at most this long. */
 const SHORT_RUN_WAIT_MS = 8;
-
-/** The middle value of a few (the upper middle of an even count). */
-function median(values: number[]): number {
-  return [...values].sort((a, b) => a - b)[values.length >> 1]!;
-}
 
 export class Live {
   private readonly clock = new RedrawClock();
@@ -360,7 +355,7 @@ export class Live {
     // by the machine does not send the next by message; and not after a run longer than the wait
     // itself (an edit early in a long prompt reads every position after it), which would not
     // have come in time either.
-    const waitable = this.runMs.length > 0 && median(this.runMs) <= SHORT_RUN_MS && this.runMs.at(-1)! <= SHORT_RUN_WAIT_MS;
+    const waitable = this.runMs.length > 0 && quantile([...this.runMs].sort((a, b) => a - b), 0.5) <= SHORT_RUN_MS && this.runMs.at(-1)! <= SHORT_RUN_WAIT_MS;
     // A model's first run (the whole prompt) is not waited for, but it too answers in shared
     // memory: there it finds the room answers need, so the first keystroke's does not miss it.
     const shared = waitable || this.runMs.length === 0;

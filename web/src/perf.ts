@@ -89,7 +89,8 @@ async function nextPaint(inFrame: boolean): Promise<number> {
   return frame;
 }
 
-function quantile(sorted: number[], q: number): number {
+/** The value at fraction `q` of `sorted` (ascending); the upper middle for 0.5 of an even count. */
+export function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 

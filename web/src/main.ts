@@ -35,6 +35,9 @@ function panel(id: string): HTMLElement {
   return element;
 }
 
+// The views' controls are in forms only for the browser's sake (index.html): nothing submits them.
+for (const form of [panel('views-controls'), panel('prompt-form')]) form.addEventListener('submit', (event) => event.preventDefault());
+
 const params = new URLSearchParams(location.search);
 const address = readAddress(params);
 

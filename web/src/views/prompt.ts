@@ -32,6 +32,8 @@ export function mountPrompt(root: HTMLElement, store: Store, live: Live): void {
     rows: 3,
     spellcheck: false,
     'aria-label': 'Prompt',
+    // A form of its own (index.html says why).
+    form: 'prompt-form',
     oninput: () => void live.edit(box.value),
     // Ctrl+Z / Ctrl+Shift+Z (Cmd on macOS; Ctrl+Y too) undo and redo a step, a generation or an
     // appended candidate as one unit; anything else (typing) is the box's own undo.

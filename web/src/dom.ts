@@ -358,15 +358,33 @@ function afterNextPaint(task: () => void): () => void {
   };
 }
 
+/** How long redraws pause before the views far off screen are drawn: typing has stopped. */
+const QUIET_MS = 300;
+/** The draws of the views far off screen, waiting for redraws to pause: one timer for them all
+ * (the next-token list's rows are a dozen such views, asking again on every keystroke). */
+const waitingForQuiet = new Set<() => void>();
+let quietTimer: ReturnType<typeof setTimeout> | undefined;
+
+function whenQuiet(draw: () => void): () => void {
+  waitingForQuiet.add(draw);
+  clearTimeout(quietTimer);
+  quietTimer = setTimeout(() => {
+    const draws = [...waitingForQuiet];
+    waitingForQuiet.clear();
+    for (const waiting of draws) waiting();
+  }, QUIET_MS);
+  return () => waitingForQuiet.delete(draw);
+}
+
 /**
  * A redraw of `element`: at once while any of it is on screen; while it is only near (within
  * 200 px), right after the next frame, so that the keystroke's own frame draws only what is seen
  * and scrolling still finds it drawn; farther away, when it comes near or once
- * redraws pause for `quietMs` (typing has stopped). What no one sees neither delays the views that
+ * redraws pause for `QUIET_MS` (typing has stopped). What no one sees neither delays the views that
  * are seen nor competes with the engine for the CPU while someone types. Calls made while it
  * waits coalesce into one draw; meanwhile `element` has a `data-stale` attribute.
  */
-export function drawnWhenSeen(element: Element, draw: () => void, quietMs = 300): () => void {
+export function drawnWhenSeen(element: Element, draw: () => void): () => void {
   // Until the observers' first reports, which come with the next frame.
   let onScreen = true;
   let near = true;
@@ -388,8 +406,7 @@ export function drawnWhenSeen(element: Element, draw: () => void, quietMs = 300)
     if (near) {
       waiting = { soon: true, cancel: afterNextPaint(flush) };
     } else {
-      const timer = setTimeout(flush, quietMs);
-      waiting = { soon: false, cancel: () => clearTimeout(timer) };
+      waiting = { soon: false, cancel: whenQuiet(flush) };
     }
     if (!element.hasAttribute('data-stale')) element.setAttribute('data-stale', '');
     waitingViews.add(flush);

@@ -914,7 +914,7 @@ test('a keystroke’s frame draws the views on screen; those off screen are draw
     const measure = performance.measure.bind(performance);
     performance.measure = (name, ...rest) => {
       if (name === 'gptlens:stage:views') {
-        window.snapshots.push(snapshot(['next-panel', 'detail-panel', 'layernorm-panel']));
+        window.snapshots.push(snapshot(['detail-panel', 'layernorm-panel']));
         window.order.push(`views${document.getElementById('layernorm-panel').hasAttribute('data-stale') ? ', LayerNorm left' : ''}`);
       }
       if (name === 'gptlens:keystroke→redraw') {
@@ -934,7 +934,7 @@ test('a keystroke’s frame draws the views on screen; those off screen are draw
   assert.ok(snapshots.length >= 4, `${snapshots.length} snapshots`);
   for (const { id, onScreen, stale } of snapshots.flat()) assert.equal(stale, !onScreen, `${id}: ${onScreen ? 'on screen, drawn in the frame' : 'off screen, left for later'}`);
   const kinds = new Set(snapshots.flat().map(({ id, onScreen }) => `${id} ${onScreen}`));
-  for (const kind of ['next-panel true', 'detail-panel true', 'diagnostics-panel false']) assert.ok(kinds.has(kind), `${kind} in ${[...kinds]}`);
+  for (const kind of ['detail-panel true', 'layernorm-panel false', 'diagnostics-panel false']) assert.ok(kinds.has(kind), `${kind} in ${[...kinds]}`);
   // A view just below the fold (the LayerNorm panel, within 200 px) is drawn right after the
   // frame that showed the keystroke — after its measure, before the next keystroke's views. An
   // idle callback often found no idle time here and ran at its timeout, near the next keystroke.
@@ -949,6 +949,94 @@ test('a keystroke’s frame draws the views on screen; those off screen are draw
   const ids = engine.encode('The cat sat on the');
   assert.match(await field(page, 'forward'), new RegExp(`of ${ids.length} tokens computed`));
   assert.equal(await page.locator('[data-stale]').count(), 0);
+  await page.close();
+});
+
+test('the next-token rows on screen are drawn in the keystroke’s frame, those below the fold after it; a click takes the row’s own token', async () => {
+  const page = await openPage({ prompt: 'The cat sat on' });
+  // The list across the fold: its first row on screen, the rest below (the last ones farther than
+  // 200 px: those wait until typing pauses).
+  await page.evaluate(() => {
+    const first = document.querySelector('#next-panel li:has(> button.candidate)').getBoundingClientRect();
+    window.scrollBy(0, first.bottom - innerHeight);
+  });
+  const box = page.getByTestId('prompt');
+  await box.focus({ preventScroll: true });
+  await box.press('End');
+  await viewsSettled(page);
+  await page.evaluate(() => {
+    window.snapshots = [];
+    const measure = performance.measure.bind(performance);
+    performance.measure = (name, ...rest) => {
+      if (name === 'gptlens:stage:views') {
+        window.snapshots.push(
+          [...document.querySelectorAll('#next-panel li:has(> button.candidate)')].map((row) => {
+            const { top, bottom } = row.getBoundingClientRect();
+            return { onScreen: bottom > 0 && top < innerHeight, stale: row.hasAttribute('data-stale') };
+          }),
+        );
+      }
+      return measure(name, ...rest);
+    };
+  });
+  await box.pressSequentially(' the', { delay: 150 });
+  await untilChipsAre(page, engine.encode('The cat sat on the'));
+  await viewsSettled(page);
+  const snapshots = await page.evaluate(() => window.snapshots);
+  assert.ok(snapshots.length >= 3, `${snapshots.length} snapshots`);
+  for (const rows of snapshots) {
+    assert.equal(rows.length, 12);
+    rows.forEach(({ onScreen, stale }, i) => assert.equal(stale, !onScreen, `row ${i}: ${onScreen ? 'on screen, drawn in the frame' : 'below the fold, left for later'}`));
+    assert.ok(rows.some(({ onScreen }) => onScreen) && rows.some(({ onScreen }) => !onScreen), 'the list crosses the fold');
+  }
+  // Settled, every row shows the last keystroke's candidates, as the package computes them.
+  assert.equal(await page.locator('[data-stale]').count(), 0);
+  await assertProbabilitiesMatchCpu(page);
+  // Typing again leaves the last row stale until typing pauses. Activated then (as assistive
+  // technology can, off screen), it appends the token of the keystroke's run, not the one it showed.
+  const tokens = engine.encode('The cat sat on th');
+  const trace = engine.run(Uint32Array.from(tokens), []);
+  const top = trace.topK(12);
+  trace.free();
+  await box.focus({ preventScroll: true });
+  await box.press('Backspace');
+  const lastRowWaited = await page.evaluate(async (ids) => {
+    const chips = () => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join();
+    while (chips() !== ids) await new Promise(requestAnimationFrame);
+    const button = [...document.querySelectorAll('[data-testid=candidate]')].at(-1);
+    const stale = button.parentElement.hasAttribute('data-stale');
+    button.click();
+    return stale;
+  }, tokens.join());
+  assert.equal(lastRowWaited, true, 'the last row was not drawn yet');
+  await untilChipsAre(page, [...tokens, top[11].id]);
+  await page.close();
+});
+
+test('every control of the views has a form, the prompt box one of its own, and neither form submits', async () => {
+  // Chromium's autofill looks over a changed text box's form, and over every control in no form,
+  // after each keystroke's frame: a box in the views' form, or loose controls, cost ~0.5–1 ms there.
+  const page = await openPage({ prompt: 'The cat sat on' });
+  const owners = await page.evaluate(() => {
+    const controls = [...document.querySelectorAll('#views :is(button, input, select, textarea, output, fieldset)')];
+    const prompt = document.querySelector('[data-testid=prompt]');
+    return { controls: controls.length, loose: controls.filter((control) => control.form === null).map((control) => control.outerHTML.slice(0, 80)), promptForm: [...prompt.form.elements].map((element) => element.dataset.testid) };
+  });
+  assert.ok(owners.controls > 50, `${owners.controls} controls`);
+  assert.deepEqual(owners.loose, [], 'controls of the views in no form');
+  assert.deepEqual(owners.promptForm, ['prompt'], 'the prompt box is alone in its form');
+  // A button's default type submits its form, and a submitted form would load the page anew.
+  const submitting = await page.evaluate(() => [...document.querySelectorAll('#views button')].filter((button) => button.type === 'submit').map((button) => button.outerHTML.slice(0, 80)));
+  assert.deepEqual(submitting, [], 'buttons of the views that submit');
+  await page.evaluate(() => {
+    window.sameDocument = true;
+    document.getElementById('views-controls').requestSubmit();
+    document.getElementById('prompt-form').requestSubmit();
+  });
+  await page.getByLabel('top-k').fill('3');
+  await page.getByLabel('top-k').press('Enter');
+  await page.locator('.candidate.filtered').first().waitFor();
+  assert.equal(await page.evaluate(() => window.sameDocument), true, 'the page was not loaded again');
   await page.close();
 });
 

@@ -1013,6 +1013,47 @@ test('the next-token rows on screen are drawn in the keystroke’s frame, those 
   await page.close();
 });
 
+test('the LayerNorm panel’s head on screen is drawn in the keystroke’s frame, its strips and chart below the fold after it', async () => {
+  const page = await openPage({ prompt: 'The cat sat on' });
+  // The panel's top edge just above the fold: its head on screen, its body below.
+  await page.evaluate(() => window.scrollBy(0, document.getElementById('layernorm-panel').getBoundingClientRect().top + 20 - innerHeight));
+  const box = page.getByTestId('prompt');
+  await box.focus({ preventScroll: true });
+  await box.press('End');
+  await viewsSettled(page);
+  await page.evaluate(() => {
+    window.snapshots = [];
+    const measure = performance.measure.bind(performance);
+    performance.measure = (name, ...rest) => {
+      if (name === 'gptlens:stage:views') {
+        window.snapshots.push(
+          ['#layernorm-panel', '[data-testid=norm-strips]', '[data-testid=norm-chart]'].map((selector) => {
+            const element = document.querySelector(selector);
+            const { top, bottom } = element.getBoundingClientRect();
+            return { selector, onScreen: bottom > 0 && top < innerHeight, stale: element.hasAttribute('data-stale') };
+          }),
+        );
+      }
+      return measure(name, ...rest);
+    };
+  });
+  await box.pressSequentially(' the', { delay: 150 });
+  const ids = engine.encode('The cat sat on the');
+  await untilChipsAre(page, ids);
+  await viewsSettled(page);
+  const snapshots = await page.evaluate(() => window.snapshots);
+  assert.ok(snapshots.length >= 3, `${snapshots.length} snapshots`);
+  for (const parts of snapshots) {
+    assert.deepEqual(parts.map(({ onScreen }) => onScreen), [true, false, false], 'the head on screen, the strips and the chart below the fold');
+    for (const { selector, onScreen, stale } of parts) assert.equal(stale, !onScreen, `${selector}: ${onScreen ? 'on screen, drawn in the frame' : 'below the fold, left for later'}`);
+  }
+  // Settled, the strips and the chart show the last keystroke's tokens.
+  assert.equal(await page.locator('[data-stale]').count(), 0);
+  assert.match(await page.locator('#layernorm-panel canvas').first().getAttribute('aria-label'), new RegExp(`of ${ids.length} tokens`));
+  assert.match(await layernormText(page), new RegExp(`Token ${ids.length - 1} “·the” through the depth`));
+  await page.close();
+});
+
 test('every control of the views has a form, the prompt box one of its own, and neither form submits', async () => {
   // Chromium's autofill looks over a changed text box's form, and over every control in no form,
   // after each keystroke's frame: a box in the views' form, or loose controls, cost ~0.5–1 ms there.

@@ -62,7 +62,8 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     {
       onchange: () => {
         normalise = normaliseSelect.value === 'shared' ? 'shared' : 'site';
-        render(store.state);
+        redrawHead(); // its legend's note
+        redrawStrips();
       },
     },
     h('option', { value: 'site' }, 'colour per site'),
@@ -85,6 +86,10 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
   const table = h('div', { class: 'ln-table', 'data-testid': 'norm-table', hidden: true, tabindex: 0 });
   const chartTitle = h('h3', {});
   const charts = h('div', { class: 'ln-charts' });
+  // The strips (or the table) and the chart are each drawn when seen: the panel's head is often on
+  // screen with its body below the fold, and drawing the body took ~1.2 ms of the keystroke's frame.
+  const stripsBox = h('div', { 'data-testid': 'norm-strips' }, strips, table);
+  const chartBox = h('div', { class: 'ln-depth', 'data-testid': 'norm-chart' }, chartTitle, charts);
   const formulas = h('div', {});
   const placement = h('p', {}, NORMS_PRE);
   const help = howTo(
@@ -104,10 +109,8 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     help.note,
     sinkNote,
     legendNote,
-    strips,
-    table,
-    chartTitle,
-    charts,
+    stripsBox,
+    chartBox,
   );
 
   const pick = (token: number) => store.set({ query: store.state.query === token ? undefined : token });
@@ -166,9 +169,11 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     );
   };
 
-  const render = (state: Readonly<State>) => {
+  const isRms = (analysis: Analysis | undefined) => analysis !== undefined && analysis.norms.every((site) => site.mean === undefined);
+
+  const renderHead = (state: Readonly<State>) => {
     const analysis = state.analysis;
-    const rms = analysis !== undefined && analysis.norms.every((site) => site.mean === undefined);
+    const rms = isRms(analysis);
     setText(heading, rms ? 'RMSNorm statistics' : 'LayerNorm statistics');
     const post = state.model?.engine.info.normPlacement === 'post' ? ' · post-LN: after each sublayer' : '';
     setText(subtitle, (rms ? 'RMSNorm: scale = √(mean x² + ε), no mean' : 'LayerNorm: scale = √(var x + ε), mean = mean x') + post);
@@ -180,17 +185,19 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     setText(legendNote, `${normalise === 'site' ? 'Each column’s colours span that norm’s own range' : 'All columns share one colour range'}, computed without the first token (which often dwarfs the rest and then shows at full colour).`);
     setAttribute(tableToggle, 'aria-pressed', String(state.normTable));
     setText(tableToggle, state.normTable ? 'Show as strips' : 'Show as table');
+    const ratio = analysis ? sinkRatio(analysis) : 0;
+    setHidden(sinkNote, ratio < 5);
+    if (analysis) setText(sinkNote, `The first token “${tokenText(analysis.labels[0]!)}” has a scale ${ratio.toFixed(0)}× the others’ median at some norms. That is the attention sink: the model blows up the first position’s residual stream so that heads with nothing to read can park their attention there harmlessly.`);
+  };
+
+  const renderStrips = (state: Readonly<State>) => {
+    const analysis = state.analysis;
     if (!analysis) {
-      setHidden(sinkNote, true);
       setHidden(table, true);
       setHidden(strips, true);
-      setText(chartTitle, '');
-      morphChildren(charts, [h('p', { class: 'empty-note' }, 'Type a prompt to see the statistics.')]);
       return;
     }
-    const ratio = sinkRatio(analysis);
-    setHidden(sinkNote, ratio < 5);
-    setText(sinkNote, `The first token “${tokenText(analysis.labels[0]!)}” has a scale ${ratio.toFixed(0)}× the others’ median at some norms. That is the attention sink: the model blows up the first position’s residual stream so that heads with nothing to read can park their attention there harmlessly.`);
+    const rms = isRms(analysis);
     setHidden(strips, state.normTable);
     setHidden(table, !state.normTable);
     if (state.normTable) {
@@ -202,7 +209,16 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
       setHidden(meanStrip.element, rms);
       if (!rms) drawStrip(meanStrip, analysis, state, stripWidth, rms);
     }
+  };
 
+  const renderChart = (state: Readonly<State>) => {
+    const analysis = state.analysis;
+    if (!analysis) {
+      setText(chartTitle, '');
+      morphChildren(charts, [h('p', { class: 'empty-note' }, 'Type a prompt to see the statistics.')]);
+      return;
+    }
+    const rms = isRms(analysis);
     const token = state.query ?? analysis.tokens.length - 1;
     setText(chartTitle, `Token ${token} “${tokenText(analysis.labels[token]!)}” through the depth`);
     const xLabels = depthLabels(analysis.norms);
@@ -237,11 +253,17 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     charts.replaceChildren(...[scale, mean].filter((chart) => chart !== null));
   };
 
-  const redraw = drawnWhenSeen(root, () => render(store.state));
-  const stripsWidth = trackWidth(strips, redraw);
-  const chartsBoxWidth = trackWidth(charts, redraw);
+  const redrawHead = drawnWhenSeen(root, () => renderHead(store.state));
+  const redrawStrips = drawnWhenSeen(stripsBox, () => renderStrips(store.state));
+  const redrawChart = drawnWhenSeen(chartBox, () => renderChart(store.state));
+  const stripsWidth = trackWidth(strips, redrawStrips);
+  const chartsBoxWidth = trackWidth(charts, redrawChart);
   store.subscribe((_, changed) => {
-    if (touched(changed, 'analysis', 'query', 'theme', 'normTable', 'model')) redraw();
+    if (touched(changed, 'analysis', 'query', 'theme', 'normTable', 'model')) {
+      redrawHead();
+      redrawStrips();
+      redrawChart();
+    }
     if (touched(changed, 'model')) placement.textContent = store.state.model?.engine.info.normPlacement === 'post' ? NORMS_POST : NORMS_PRE;
   });
 }

@@ -365,26 +365,45 @@ const QUIET_MS = 300;
 const waitingForQuiet = new Set<() => void>();
 let quietTimer: ReturnType<typeof setTimeout> | undefined;
 
+/** Runs `draw` once no view far off screen has asked for a draw for `QUIET_MS`; returns its cancel. */
 function whenQuiet(draw: () => void): () => void {
   waitingForQuiet.add(draw);
   clearTimeout(quietTimer);
   quietTimer = setTimeout(() => {
     const draws = [...waitingForQuiet];
     waitingForQuiet.clear();
-    for (const waiting of draws) waiting();
+    for (const waiting of draws) {
+      // One view's failure leaves the others' draws to run.
+      try {
+        waiting();
+      } catch (error) {
+        reportError(error);
+      }
+    }
   }, QUIET_MS);
   return () => waitingForQuiet.delete(draw);
+}
+
+/** Set while a view left for later is drawn: the parts of it that wait on their own (a panel's
+ * rows) are drawn with it, not left for later again. */
+let drawingLeftOver = false;
+
+/** A `drawnWhenSeen` redraw; `now()` draws at once if a draw waits (before an export reads the view). */
+export interface Redraw {
+  (): void;
+  now(): void;
 }
 
 /**
  * A redraw of `element`: at once while any of it is on screen; while it is only near (within
  * 200 px), right after the next frame, so that the keystroke's own frame draws only what is seen
- * and scrolling still finds it drawn; farther away, when it comes near or once
- * redraws pause for `QUIET_MS` (typing has stopped). What no one sees neither delays the views that
- * are seen nor competes with the engine for the CPU while someone types. Calls made while it
- * waits coalesce into one draw; meanwhile `element` has a `data-stale` attribute.
+ * and scrolling still finds it drawn; farther away, when it comes near or once no view far off
+ * screen has asked for `QUIET_MS` (typing has stopped; they are drawn together). What no one sees
+ * neither delays the views that are seen nor competes with the engine for the CPU while someone
+ * types. Calls made while it waits coalesce into one draw; meanwhile `element` has a `data-stale`
+ * attribute.
  */
-export function drawnWhenSeen(element: Element, draw: () => void): () => void {
+export function drawnWhenSeen(element: Element, draw: () => void): Redraw {
   // Until the observers' first reports, which come with the next frame.
   let onScreen = true;
   let near = true;
@@ -398,15 +417,24 @@ export function drawnWhenSeen(element: Element, draw: () => void): () => void {
     window.gptlensViewsWaiting = waitingViews.size;
     draw();
   };
+  const flushLeftOver = () => {
+    const was = drawingLeftOver;
+    drawingLeftOver = true;
+    try {
+      flush();
+    } finally {
+      drawingLeftOver = was;
+    }
+  };
   const later = () => {
     // A draw already asked for after the next frame draws the newest state: asking again would
     // put it off by a frame on every keystroke or generated token.
     if (near && waiting?.soon) return;
     waiting?.cancel();
     if (near) {
-      waiting = { soon: true, cancel: afterNextPaint(flush) };
+      waiting = { soon: true, cancel: afterNextPaint(flushLeftOver) };
     } else {
-      waiting = { soon: false, cancel: whenQuiet(flush) };
+      waiting = { soon: false, cancel: whenQuiet(flushLeftOver) };
     }
     if (!element.hasAttribute('data-stale')) element.setAttribute('data-stale', '');
     waitingViews.add(flush);
@@ -420,5 +448,6 @@ export function drawnWhenSeen(element: Element, draw: () => void): () => void {
     near = within;
     if (within && waiting) later();
   });
-  return () => (onScreen ? flush() : later());
+  const redraw = () => (onScreen || drawingLeftOver ? flush() : later());
+  return Object.assign(redraw, { now: () => waiting && flush() });
 }

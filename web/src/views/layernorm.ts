@@ -99,8 +99,13 @@ export function mountLayerNorm(root: HTMLElement, store: Store): void {
     'Rows are tokens, columns the norms in depth order. A large scale means a large residual stream for that token at that depth. Pick a token to follow it through the depth in the chart below.',
   );
   const csv = exportButton('CSV', 'Download every token’s statistics at every norm as CSV', () => exportCsv(store.state));
-  const png = exportButton('PNG', 'Download the scale strip as PNG', () => downloadCanvas('gptlens-norm-scale.png', scaleStrip.canvas.element));
+  // The strips and the chart may wait to be drawn (below the fold): drawn first, they save what is due.
+  const png = exportButton('PNG', 'Download the scale strip as PNG', () => {
+    redrawStrips.now();
+    downloadCanvas('gptlens-norm-scale.png', scaleStrip.canvas.element);
+  });
   const svg = exportButton('SVG', 'Download the chart through the depth as SVG', () => {
+    redrawChart.now();
     const chart = charts.querySelector('svg');
     if (chart) downloadSvg('gptlens-norm-depth.svg', chart);
   });

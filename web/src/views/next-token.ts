@@ -168,7 +168,8 @@ export function mountNextToken(root: HTMLElement, store: Store, live: Live): voi
 
 interface CandidateRow {
   item: HTMLLIElement;
-  /** Shows `candidate` in the row: at once while the row is on screen, else when it is seen (`drawnWhenSeen`). */
+  /** Shows `candidate` in the row: at once while the row is on screen, else later (`drawnWhenSeen`:
+   * right after the frame when near, once typing pauses when far), or when focus comes to it. */
   show(candidate: Candidate): void;
   /** The candidate the row shows, or will once drawn. */
   candidate(): Candidate | undefined;
@@ -214,6 +215,8 @@ function candidateRow(): CandidateRow {
   const redraw = drawnWhenSeen(item, () => {
     if (shown) draw(shown);
   });
+  // Focus names the row's token (to a screen reader too) before the row is seen to be on screen.
+  item.addEventListener('focusin', () => redraw.now());
   return {
     item,
     show(candidate) {

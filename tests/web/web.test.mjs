@@ -129,6 +129,31 @@ function viewsSettled(page) {
 }
 
 /**
+ * From now on, when each keystroke's views have been drawn (the page measures that stage right
+ * after), records for every element `selectors` match its top, whether it is on screen and whether
+ * it waits to be drawn (`data-stale`): read back as `window.staleness`, one list per keystroke.
+ */
+function recordStaleness(page, selectors) {
+  return page.evaluate((selectors) => {
+    window.staleness = [];
+    const measure = performance.measure.bind(performance);
+    performance.measure = (name, ...rest) => {
+      if (name === 'gptlens:stage:views') {
+        window.staleness.push(
+          selectors.flatMap((selector) =>
+            [...document.querySelectorAll(selector)].map((element) => {
+              const { top, bottom } = element.getBoundingClientRect();
+              return { selector, top, onScreen: bottom > 0 && top < innerHeight, stale: element.hasAttribute('data-stale') };
+            }),
+          ),
+        );
+      }
+      return measure(name, ...rest);
+    };
+  }, selectors);
+}
+
+/**
  * Per head of the attention grid (in grid order), its thumbnail as the page drew it: its side in
  * map pixels (one per token pair, or per pooled block), how many of them are painted, and the
  * cell's side in canvas pixels. Read from the grid's one canvas, sampling the middle of each map
@@ -954,40 +979,30 @@ test('a keystroke’s frame draws the views on screen; those off screen are draw
 
 test('the next-token rows on screen are drawn in the keystroke’s frame, those below the fold after it; a click takes the row’s own token', async () => {
   const page = await openPage({ prompt: 'The cat sat on' });
-  // The list across the fold: its first row on screen, the rest below (the last ones farther than
-  // 200 px: those wait until typing pauses).
-  await page.evaluate(() => {
-    const first = document.querySelector('#next-panel li:has(> button.candidate)').getBoundingClientRect();
-    window.scrollBy(0, first.bottom - innerHeight);
-  });
+  const ROWS = '#next-panel li:has(> button.candidate)';
+  // The fold across the list's first row: that row on screen, the rest below, the last ones farther
+  // than 200 px (those wait until typing pauses).
+  const lastBelow = await page.evaluate((rows) => {
+    const first = document.querySelector(rows).getBoundingClientRect();
+    window.scrollBy(0, first.top + first.height / 2 - innerHeight);
+    return [...document.querySelectorAll(rows)].at(-1).getBoundingClientRect().top - innerHeight;
+  }, ROWS);
+  assert.ok(lastBelow > 220, `the last row starts ${lastBelow} px below the fold`);
   const box = page.getByTestId('prompt');
   await box.focus({ preventScroll: true });
   await box.press('End');
   await viewsSettled(page);
-  await page.evaluate(() => {
-    window.snapshots = [];
-    const measure = performance.measure.bind(performance);
-    performance.measure = (name, ...rest) => {
-      if (name === 'gptlens:stage:views') {
-        window.snapshots.push(
-          [...document.querySelectorAll('#next-panel li:has(> button.candidate)')].map((row) => {
-            const { top, bottom } = row.getBoundingClientRect();
-            return { onScreen: bottom > 0 && top < innerHeight, stale: row.hasAttribute('data-stale') };
-          }),
-        );
-      }
-      return measure(name, ...rest);
-    };
-  });
+  await recordStaleness(page, [ROWS]);
   await box.pressSequentially(' the', { delay: 150 });
   await untilChipsAre(page, engine.encode('The cat sat on the'));
   await viewsSettled(page);
-  const snapshots = await page.evaluate(() => window.snapshots);
+  const snapshots = await page.evaluate(() => window.staleness);
   assert.ok(snapshots.length >= 3, `${snapshots.length} snapshots`);
   for (const rows of snapshots) {
     assert.equal(rows.length, 12);
+    assert.equal(rows[0].top, snapshots[0][0].top, 'the list stays where it was while typing');
+    assert.deepEqual(rows.map(({ onScreen }) => onScreen), [true, ...Array(11).fill(false)], 'the first row on screen, the others below the fold');
     rows.forEach(({ onScreen, stale }, i) => assert.equal(stale, !onScreen, `row ${i}: ${onScreen ? 'on screen, drawn in the frame' : 'below the fold, left for later'}`));
-    assert.ok(rows.some(({ onScreen }) => onScreen) && rows.some(({ onScreen }) => !onScreen), 'the list crosses the fold');
   }
   // Settled, every row shows the last keystroke's candidates, as the package computes them.
   assert.equal(await page.locator('[data-stale]').count(), 0);
@@ -999,17 +1014,38 @@ test('the next-token rows on screen are drawn in the keystroke’s frame, those 
   const top = trace.topK(12);
   trace.free();
   await box.focus({ preventScroll: true });
-  await box.press('Backspace');
-  const lastRowWaited = await page.evaluate(async (ids) => {
+  await page.keyboard.press('Backspace');
+  const lastRow = await page.evaluate(async (ids) => {
+    const chips = () => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join();
+    while (chips() !== ids) await new Promise(requestAnimationFrame);
+    const button = [...document.querySelectorAll('[data-testid=candidate]')].at(-1);
+    const shown = { stale: button.parentElement.hasAttribute('data-stale'), id: Number(button.dataset.id) };
+    button.click();
+    return shown;
+  }, tokens.join());
+  assert.equal(lastRow.stale, true, 'the last row was not drawn yet');
+  assert.notEqual(lastRow.id, top[11].id, 'the last row still showed the keystroke before’s token');
+  await untilChipsAre(page, [...tokens, top[11].id]);
+  // Focus draws a waiting row at once: the token a screen reader names is the one it appends.
+  await box.evaluate((prompt) => {
+    prompt.value = 'The cat sat on the';
+    prompt.dispatchEvent(new Event('input', { bubbles: true }));
+  });
+  await untilChipsAre(page, engine.encode('The cat sat on the'));
+  await viewsSettled(page);
+  await box.focus({ preventScroll: true });
+  await page.keyboard.press('Backspace');
+  const focused = await page.evaluate(async (ids) => {
     const chips = () => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join();
     while (chips() !== ids) await new Promise(requestAnimationFrame);
     const button = [...document.querySelectorAll('[data-testid=candidate]')].at(-1);
     const stale = button.parentElement.hasAttribute('data-stale');
-    button.click();
-    return stale;
+    button.focus({ preventScroll: true });
+    return { stale, id: Number(button.dataset.id), staleAfter: button.parentElement.hasAttribute('data-stale') };
   }, tokens.join());
-  assert.equal(lastRowWaited, true, 'the last row was not drawn yet');
-  await untilChipsAre(page, [...tokens, top[11].id]);
+  assert.equal(focused.stale, true, 'the last row waited before it had the focus');
+  assert.equal(focused.staleAfter, false, 'focus drew it');
+  assert.equal(focused.id, top[11].id, 'it names the token it appends');
   await page.close();
 });
 
@@ -1021,27 +1057,12 @@ test('the LayerNorm panel’s head on screen is drawn in the keystroke’s frame
   await box.focus({ preventScroll: true });
   await box.press('End');
   await viewsSettled(page);
-  await page.evaluate(() => {
-    window.snapshots = [];
-    const measure = performance.measure.bind(performance);
-    performance.measure = (name, ...rest) => {
-      if (name === 'gptlens:stage:views') {
-        window.snapshots.push(
-          ['#layernorm-panel', '[data-testid=norm-strips]', '[data-testid=norm-chart]'].map((selector) => {
-            const element = document.querySelector(selector);
-            const { top, bottom } = element.getBoundingClientRect();
-            return { selector, onScreen: bottom > 0 && top < innerHeight, stale: element.hasAttribute('data-stale') };
-          }),
-        );
-      }
-      return measure(name, ...rest);
-    };
-  });
+  await recordStaleness(page, ['#layernorm-panel', '[data-testid=norm-strips]', '[data-testid=norm-chart]']);
   await box.pressSequentially(' the', { delay: 150 });
   const ids = engine.encode('The cat sat on the');
   await untilChipsAre(page, ids);
   await viewsSettled(page);
-  const snapshots = await page.evaluate(() => window.snapshots);
+  const snapshots = await page.evaluate(() => window.staleness);
   assert.ok(snapshots.length >= 3, `${snapshots.length} snapshots`);
   for (const parts of snapshots) {
     assert.deepEqual(parts.map(({ onScreen }) => onScreen), [true, false, false], 'the head on screen, the strips and the chart below the fold');
@@ -1066,18 +1087,22 @@ test('every control of the views has a form, the prompt box one of its own, and 
   assert.ok(owners.controls > 50, `${owners.controls} controls`);
   assert.deepEqual(owners.loose, [], 'controls of the views in no form');
   assert.deepEqual(owners.promptForm, ['prompt'], 'the prompt box is alone in its form');
-  // A button's default type submits its form, and a submitted form would load the page anew.
+  // A button's default type submits its form, and a submitted form would load the page anew: the
+  // page's own listeners cancel a submit before it reaches the document (where this one cancels
+  // it anyway, so that a failure does not navigate away).
   const submitting = await page.evaluate(() => [...document.querySelectorAll('#views button')].filter((button) => button.type === 'submit').map((button) => button.outerHTML.slice(0, 80)));
   assert.deepEqual(submitting, [], 'buttons of the views that submit');
-  await page.evaluate(() => {
-    window.sameDocument = true;
+  const cancelled = await page.evaluate(() => {
+    const seen = [];
+    document.addEventListener('submit', (event) => {
+      seen.push(`${event.target.id} ${event.defaultPrevented ? 'cancelled' : 'submitted'}`);
+      event.preventDefault();
+    });
     document.getElementById('views-controls').requestSubmit();
     document.getElementById('prompt-form').requestSubmit();
+    return seen;
   });
-  await page.getByLabel('top-k').fill('3');
-  await page.getByLabel('top-k').press('Enter');
-  await page.locator('.candidate.filtered').first().waitFor();
-  assert.equal(await page.evaluate(() => window.sameDocument), true, 'the page was not loaded again');
+  assert.deepEqual(cancelled, ['views-controls cancelled', 'prompt-form cancelled']);
   await page.close();
 });
 

@@ -83,6 +83,8 @@ async function typingRun(page, url, model, traced = false) {
   // Closed notes stay closed (the page remembers them) for the context's later pages.
   const openNote = page.locator('.howto-close:visible').first();
   while (NOTES_CLOSED && (await openNote.count()) > 0) await openNote.click();
+  // Closing a note scrolls to it and moves the focus to its panel's "?": back to the top.
+  if (NOTES_CLOSED) await page.evaluate(() => window.scrollTo(0, 0));
   const box = page.getByTestId('prompt');
   await box.click();
   await box.press('Control+End'); // the end of the text (End alone ends the line the click landed on)

@@ -977,6 +977,28 @@ test('a keystroke’s frame draws the views on screen; those off screen are draw
   await page.close();
 });
 
+/**
+ * As soon as the chips are `ids` (in the frame that draws them, before the page can draw more):
+ * whether the next-token list's last row waits to be drawn and the token it shows, then `action`
+ * on it ('click' or 'focus'), and the same two after.
+ */
+function onLastRow(page, ids, action) {
+  return page.evaluate(
+    async ([ids, action]) => {
+      const chips = () => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join();
+      while (chips() !== ids) await new Promise(requestAnimationFrame);
+      const button = [...document.querySelectorAll('[data-testid=candidate]')].at(-1);
+      const shown = () => ({ stale: button.parentElement.hasAttribute('data-stale'), id: Number(button.dataset.id) });
+      const before = shown();
+      if (action === 'click') button.click();
+      else button.focus({ preventScroll: true });
+      const after = shown();
+      return { ...before, staleAfter: after.stale, idAfter: after.id };
+    },
+    [ids.join(), action],
+  );
+}
+
 test('the next-token rows on screen are drawn in the keystroke’s frame, those below the fold after it; a click takes the row’s own token', async () => {
   const page = await openPage({ prompt: 'The cat sat on' });
   const ROWS = '#next-panel li:has(> button.candidate)';
@@ -1015,14 +1037,7 @@ test('the next-token rows on screen are drawn in the keystroke’s frame, those 
   trace.free();
   await box.focus({ preventScroll: true });
   await page.keyboard.press('Backspace');
-  const lastRow = await page.evaluate(async (ids) => {
-    const chips = () => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join();
-    while (chips() !== ids) await new Promise(requestAnimationFrame);
-    const button = [...document.querySelectorAll('[data-testid=candidate]')].at(-1);
-    const shown = { stale: button.parentElement.hasAttribute('data-stale'), id: Number(button.dataset.id) };
-    button.click();
-    return shown;
-  }, tokens.join());
+  const lastRow = await onLastRow(page, tokens, 'click');
   assert.equal(lastRow.stale, true, 'the last row was not drawn yet');
   assert.notEqual(lastRow.id, top[11].id, 'the last row still showed the keystroke before’s token');
   await untilChipsAre(page, [...tokens, top[11].id]);
@@ -1035,17 +1050,10 @@ test('the next-token rows on screen are drawn in the keystroke’s frame, those 
   await viewsSettled(page);
   await box.focus({ preventScroll: true });
   await page.keyboard.press('Backspace');
-  const focused = await page.evaluate(async (ids) => {
-    const chips = () => [...document.querySelectorAll('[data-testid=tokens] .chip-id')].map((chip) => chip.textContent).join();
-    while (chips() !== ids) await new Promise(requestAnimationFrame);
-    const button = [...document.querySelectorAll('[data-testid=candidate]')].at(-1);
-    const stale = button.parentElement.hasAttribute('data-stale');
-    button.focus({ preventScroll: true });
-    return { stale, id: Number(button.dataset.id), staleAfter: button.parentElement.hasAttribute('data-stale') };
-  }, tokens.join());
+  const focused = await onLastRow(page, tokens, 'focus');
   assert.equal(focused.stale, true, 'the last row waited before it had the focus');
   assert.equal(focused.staleAfter, false, 'focus drew it');
-  assert.equal(focused.id, top[11].id, 'it names the token it appends');
+  assert.equal(focused.idAfter, top[11].id, 'it names the token it appends');
   await page.close();
 });
 

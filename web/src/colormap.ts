@@ -19,15 +19,10 @@ function parseHex(hex: string): Rgb {
 
 /** An opaque colour as one ImageData pixel (little-endian: alpha in the high byte), as a signed
  * 32-bit word: with alpha 255 it is negative and small enough for V8 to keep unboxed. Unsigned,
- * past 2^31, every pixel read was a new heap number (the attention grid's scaling allocated
- * ~0.5 MB of them a keystroke, and its collections landed in keystrokes' frames). */
+ * past 2^31, every pixel read was a new heap number (the attention grid's scaling, then done by
+ * script, allocated ~0.5 MB of them a keystroke, and its collections landed in keystrokes' frames). */
 function pack([r, g, b]: Rgb): number {
   return (255 << 24) | (b << 16) | (g << 8) | r;
-}
-
-/** `#rrggbb` as one ImageData pixel, in the byte order `Colormap.pixels` uses. */
-export function pixelOf(hex: string): number {
-  return pack(parseHex(hex));
 }
 
 export class Colormap {

@@ -29,6 +29,9 @@ export function pooledSize(t: number, limit: number): { size: number; factor: nu
   return { size: Math.ceil(t / factor), factor };
 }
 
+/** The pooled weights of the thumbnail being painted (kept: a redraw paints one per head). */
+let pooling = new Float32Array(0);
+
 /** Paints a max-pooled `size`×`size` thumbnail (blocks of `factor`×`factor` cells; masked cells skipped unless `full`). */
 export function paintPooled(
   image: ImageData,
@@ -43,15 +46,18 @@ export function paintPooled(
   const size = image.width;
   const pixels = new Int32Array(image.data.buffer);
   pixels.fill(0);
-  const pooled = new Float32Array(size * size).fill(-1);
+  if (pooling.length < size * size) pooling = new Float32Array(size * size);
+  const pooled = pooling.subarray(0, size * size).fill(-1);
   for (let q = 0; q < t; q++) {
     const row = (head * t + q) * t;
-    const base = Math.floor(q / factor) * size;
     const end = full ? t - 1 : q;
-    for (let k = 0; k <= end; k++) {
-      const at = base + Math.floor(k / factor);
-      const value = pattern[row + k]!;
-      if (value > pooled[at]!) pooled[at] = value;
+    // Block by block along the row: each block's largest weight found before it is stored.
+    let at = Math.floor(q / factor) * size;
+    for (let start = 0; start <= end; start += factor, at++) {
+      let largest = pooled[at]!;
+      const last = Math.min(end, start + factor - 1);
+      for (let k = start; k <= last; k++) if (pattern[row + k]! > largest) largest = pattern[row + k]!;
+      pooled[at] = largest;
     }
   }
   const top = scale === 'rest' ? restMax(pattern, t, head, full) : 1;

@@ -4,18 +4,28 @@
 type Attributes = Record<string, string | number | boolean | undefined | ((event: never) => void)>;
 type Child = Node | string | null | undefined | false;
 
+/** The options `setOptions` last gave each select. */
+const optionsGiven = new WeakMap<HTMLSelectElement, readonly (readonly [string, string])[]>();
+
 /**
  * Makes `select`'s options `[value, text]…`, changing only the ones that differ: a list of the
- * prompt's tokens rebuilt on every keystroke was ~60 elements made and dropped per redraw.
+ * prompt's tokens rebuilt on every keystroke was ~60 elements made and dropped per redraw. Each is
+ * compared with what this function gave it last, not read back: reading an option's text makes
+ * the browser collapse its whitespace, for each of a long prompt's tokens on every keystroke.
  */
 export function setOptions(select: HTMLSelectElement, options: readonly (readonly [string, string])[]): void {
   const existing = select.options;
+  const last = optionsGiven.get(select);
+  // Trusted while the select has as many options as it was given (no one else adds or removes them).
+  const given = last?.length === existing.length ? last : [];
   options.forEach(([value, text], i) => {
+    if (given[i]?.[0] === value && given[i]?.[1] === text) return;
     const option = existing[i] ?? select.appendChild(document.createElement('option'));
     if (option.value !== value) option.value = value;
     if (option.text !== text) option.text = text;
   });
   while (existing.length > options.length) existing[existing.length - 1]!.remove();
+  optionsGiven.set(select, options);
 }
 
 /** Elements made by `h` with listeners of their own: `morphChildren` replaces them, never patches. */
@@ -355,6 +365,27 @@ function afterNextPaint(task: () => void): () => void {
   return () => {
     cancelled = true;
     cancelAnimationFrame(frame);
+  };
+}
+
+/**
+ * A function that asks for `update` to run after the next paint (`afterNextPaint`); the asks made
+ * before it runs share that one run, which reads the state then. For what the frame need not show
+ * (an accessible name), so that a keystroke's frame does not wait for it.
+ */
+export function afterPaint(update: () => void): () => void {
+  let asked = false;
+  return () => {
+    if (asked) return;
+    asked = true;
+    afterNextPaint(() => {
+      asked = false;
+      try {
+        update();
+      } catch (error) {
+        reportError(error);
+      }
+    });
   };
 }
 

@@ -6,7 +6,7 @@
 import { headMap, lastKey, strongestKeys, weight, type Analysis } from '../analysis.ts';
 import { paintAttention, paintPooled } from '../attention-paint.ts';
 import { sequentialMap } from '../colormap.ts';
-import { drawnWhenSeen, formatPercent, h, morphChildren, setAttribute, setHidden, setText, tokenText, trackWidth } from '../dom.ts';
+import { afterPaint, drawnWhenSeen, formatPercent, h, morphChildren, setAttribute, setHidden, setText, tokenText, trackWidth } from '../dom.ts';
 import { MatrixCanvas } from '../matrix-canvas.ts';
 import type { Live } from '../live.ts';
 import { downloadCanvas, downloadCsv, exportButton, howTo } from '../panel-tools.ts';
@@ -121,6 +121,16 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
   const lines = new AttentionLines(pick);
   lines.element.setAttribute('role', 'img');
 
+  // The map's and the lines' accessible names read the whole map (its strongest weights): named
+  // after the frame, which then shows the new map sooner (0.3 ms of script for a 106-token map).
+  const nameViews = afterPaint(() => {
+    const state = store.state;
+    if (!state.analysis || !headMap(state.analysis, state.head.layer, state.head.head)) return;
+    const summary = describeMap(state.analysis, state);
+    map.element.setAttribute('aria-label', `Attention map of ${summary}. Keys: + and − zoom, arrows pan, 0 fits.`);
+    lines.element.setAttribute('aria-label', `Lines of ${summary}`);
+  });
+
   const render = () => {
     const state = store.state;
     const { analysis, head, query, theme, attentionScale, detailView } = state;
@@ -139,9 +149,8 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
     setHidden(sinkNote, share < SINK_SHARE);
     setText(sinkNote, `This head gives ${formatPercent(share)} of its attention, on average, to the first token “${tokenText(analysis.labels[0]!)}”. That is the attention sink: a head with nothing useful to read parks its weight on the first position, whose content barely changes the output. The colour scale leaves it out unless you choose “linear” or “√ weight”.`);
     const width = bodyWidth();
-    const summary = describeMap(analysis, state);
     if (detailView === 'lines') {
-      lines.element.setAttribute('aria-label', `Lines of ${summary}`);
+      nameViews();
       lines.draw({ labels: analysis.labels, pattern, head: slot, query, full: analysis.bidirectional }, width);
       if (body.firstChild !== lines.box) body.replaceChildren(lines.box);
       return;
@@ -155,7 +164,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
       return;
     }
     const colors = sequentialMap(theme);
-    map.element.setAttribute('aria-label', `Attention map of ${summary}. Keys: + and − zoom, arrows pan, 0 fits.`);
+    nameViews();
     map.setData(
       {
         rows: t,

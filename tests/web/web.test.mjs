@@ -1288,6 +1288,29 @@ test('keyboard only: skip link, type, arrow to a head, open it, append a candida
   await page.close();
 });
 
+test("the head finder's keys follow the prompt's tokens through every edit", async () => {
+  const page = await openPage({ prompt: PROMPT });
+  // The key list against the chips: "(pick a key)", then "k “token”" for each token.
+  const assertKeysAreTheTokens = async (when) => {
+    await viewsSettled(page);
+    const chips = await page.locator('[data-testid=tokens] .chip-text').allInnerTexts();
+    const keys = await page.getByTestId('finder-key').locator('option').allTextContents();
+    assert.deepEqual(keys, ['(pick a key)', ...chips.map((text, k) => `${k} “${text}”`)], when);
+  };
+  await assertKeysAreTheTokens('at first');
+  await typePrompt(page, ' Mary', [...engine.encode(`${PROMPT} Mary`)]);
+  await assertKeysAreTheTokens('after typing');
+  // A token in the middle changes: its key changes in place, with those after it.
+  const changed = PROMPT.replace('the store', 'a market');
+  await page.getByTestId('prompt').fill(changed);
+  await untilChipsAre(page, engine.encode(changed));
+  await assertKeysAreTheTokens('after a change in the middle');
+  await page.getByTestId('prompt').fill('When Mary');
+  await untilChipsAre(page, engine.encode('When Mary'));
+  await assertKeysAreTheTokens('after shortening');
+  await page.close();
+});
+
 test('the address follows every change and a link restores the state exactly', async () => {
   const page = await openPage({ prompt: PROMPT });
   await page.getByTestId('detectors').selectOption('repeated');

@@ -37,13 +37,39 @@ function found<T>(map: Map<number, T>, id: number, what: string): T {
   return item;
 }
 
-/** Keeps the trace for later questions (probs, topK, export) and sends its tensors over. */
-function share(trace: Trace): TraceData {
+/**
+ * Keeps the trace for later questions (probs, topK, export) and sends its tensors over: copies,
+ * or with `viewed`, views of the engine's memory (`tensorView`: see `Lent`).
+ */
+function share(trace: Trace, viewed = false): TraceData {
   const id = nextId++;
   traces.set(id, trace);
+  // Everything that allocates in the engine first, the views last.
+  const { computed } = trace;
+  const tokens = trace.tokens();
+  const names = trace.names();
   const tensors: TraceData['tensors'] = {};
-  for (const name of trace.names()) tensors[name] = trace.tensor(name);
-  return { id, tokens: trace.tokens(), computed: trace.computed, tensors };
+  for (const name of names) tensors[name] = viewed ? trace.raw.tensorView(name) : trace.tensor(name);
+  // Each view's name is passed into the engine's memory, which may grow then: the views made before
+  // are empty after that in the single-thread build. Rare; then they are copies.
+  if (viewed && !names.every((name) => tensors[name]!.data.length === tensors[name]!.shape.reduce((a, b) => a * b, 1))) {
+    for (const name of names) tensors[name] = trace.tensor(name);
+  }
+  return { id, tokens, computed, tensors };
+}
+
+/**
+ * A result that holds views of the engine's memory, good until the engine next allocates: the
+ * answer written to shared memory copies its tensors straight from there (one copy, where a new
+ * array per tensor first cost a 106-token prompt's answer 0.4 ms, as much as its forward pass). By
+ * message it is `owned` first: a view would carry the whole memory with it. Made as a request's
+ * last step, so nothing runs in the engine before it is read.
+ */
+class Lent<T> {
+  constructor(
+    readonly value: T,
+    readonly owned: () => T,
+  ) {}
 }
 
 /** Each model's info, asked once (it lists every hook: not free to build on every keystroke). */
@@ -63,7 +89,7 @@ function infoOf(current: Model): ModelInfo {
  * are), runs it through the session, and answers the query from the same trace, so a live view
  * needs one message per edit instead of a chain of round trips.
  */
-async function runPrompt(session: Session, input: string | Uint32Array, query: PromptQuery): Promise<PromptData> {
+async function runPrompt(session: Session, input: string | Uint32Array, query: PromptQuery): Promise<Lent<PromptData>> {
   const current = loadedModel();
   const info = infoOf(current);
   let mark = performance.now();
@@ -83,11 +109,16 @@ async function runPrompt(session: Session, input: string | Uint32Array, query: P
   session.keepQueries(keep);
   const trace = await session.runAsync(tokens, capture);
   const opened = keep && query.open ? session.headPattern(query.open.layer, query.open.head) : undefined;
-  // Copying the captured tensors out of wasm memory is part of capturing them.
-  const shared = share(trace);
   const forward = lap();
   const next = query.next && answerNext(current, trace, query.next);
-  return { trace: shared, labels, next, opened, timings: { tokenize, forward, next: lap() } };
+  const timings = { tokenize, forward, next: lap() };
+  const answer = { trace: share(trace, true), labels, next, opened, timings };
+  const owned = () => {
+    const tensors: TraceData['tensors'] = {};
+    for (const [name, tensor] of Object.entries(answer.trace.tensors)) tensors[name as HookName] = { shape: tensor!.shape, data: tensor!.data.slice() };
+    return { ...answer, trace: { ...answer.trace, tensors } };
+  };
+  return new Lent(answer, owned);
 }
 
 /** The next token's candidates after `trace` (`PromptNext`): what `next` asks of a prompt's run or of a kept trace. */
@@ -146,7 +177,7 @@ function reporter(op: Operation, cancel: Int32Array | undefined): (done: number,
   };
 }
 
-type Handlers = { [K in Operation]: (...args: Args<K>) => Result<K> | Promise<Result<K>> };
+type Handlers = { [K in Operation]: (...args: Args<K>) => Result<K> | Lent<Result<K>> | Promise<Result<K> | Lent<Result<K>>> };
 
 const handlers: Handlers = {
   init: (options) => init(options),
@@ -276,8 +307,12 @@ async function handle({ id, op, args, release = [], reply }: Request): Promise<v
     inFlight = id;
     const crashed = new Promise<never>((_, reject) => (failInFlight = reject));
     const result = await Promise.race([run(...args), crashed]);
-    if (reply && writeReply(reply, id, result)) scope.postMessage({ id, op, shared: true }, []);
-    else scope.postMessage({ id, op, ok: true, result } as Response, transferables(result));
+    if (reply && writeReply(reply, id, result instanceof Lent ? result.value : result)) {
+      scope.postMessage({ id, op, shared: true }, []);
+    } else {
+      const sent: unknown = result instanceof Lent ? result.owned() : result;
+      scope.postMessage({ id, op, ok: true, result: sent } as Response, transferables(sent));
+    }
   } catch (error) {
     if (reply) declineReply(reply, id);
     const { name, message } = error instanceof Error ? error : new Error(String(error));

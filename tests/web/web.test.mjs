@@ -1739,7 +1739,8 @@ test('a prompt too long for every head’s whole map: pooled thumbnails, the ope
   // query's strongest key is the one the package's own remade map has.
   await page.locator('[data-testid=attention-grid] button[title^="Layer 1, head 2 "]').click();
   const map = page.getByTestId('attention-map');
-  await page.waitForFunction(() => document.querySelector('[data-testid=attention-map]')?.getAttribute('aria-label')?.includes('layer 1, head 2, 2000 tokens'));
+  // Named at once by the head and the length, and in full (its strongest weights) after the paint.
+  await page.waitForFunction(() => /layer 1, head 2, 2000 tokens .*reads most/.test(document.querySelector('[data-testid=attention-map]')?.getAttribute('aria-label') ?? ''));
   const shown = Number(/reads most (\d+) /.exec(await map.getAttribute('aria-label'))[1]);
   const session = llama.session();
   session.keepQueries(true);

@@ -29,7 +29,10 @@ export function pooledSize(t: number, limit: number): { size: number; factor: nu
   return { size: Math.ceil(t / factor), factor };
 }
 
-/** The pooled weights of the thumbnail being painted (kept: a redraw paints one per head). */
+/** Maps pooled to at most this many pixels (the grid's thumbnails) reuse one buffer, kept
+ * between heads (a redraw paints one per head); larger ones (the head map's, pooled to the
+ * screen's pixels) get their own. */
+const POOLING_KEPT = 128 * 128;
 let pooling = new Float32Array(0);
 
 /** Paints a max-pooled `size`×`size` thumbnail (blocks of `factor`×`factor` cells; masked cells skipped unless `full`). */
@@ -46,8 +49,9 @@ export function paintPooled(
   const size = image.width;
   const pixels = new Int32Array(image.data.buffer);
   pixels.fill(0);
-  if (pooling.length < size * size) pooling = new Float32Array(size * size);
-  const pooled = pooling.subarray(0, size * size).fill(-1);
+  const cells = size * size;
+  if (cells > pooling.length && cells <= POOLING_KEPT) pooling = new Float32Array(cells);
+  const pooled = (cells <= pooling.length ? pooling.subarray(0, cells) : new Float32Array(cells)).fill(-1);
   for (let q = 0; q < t; q++) {
     const row = (head * t + q) * t;
     const end = full ? t - 1 : q;

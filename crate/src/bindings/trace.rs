@@ -56,15 +56,17 @@ impl Trace {
     }
 
     /// A captured tensor as `{ shape, data }`, `data` a view of the engine's memory, not a copy:
-    /// for the package's Worker, which copies it into the answer it sends before the engine runs
-    /// again (a new array per tensor cost a 106-token prompt's answer 0.4 ms, as much as its
-    /// pass). The view is only good until the engine next allocates: memory that grows leaves it
-    /// empty (single-thread build) or stale, and a later run may overwrite it.
+    /// internal to the package's Worker, which copies it into the answer it sends before the
+    /// engine runs again (a new array per tensor cost a 106-token prompt's answer 0.4 ms, as much
+    /// as its pass). The view is good until the trace is freed or the engine's memory grows, which
+    /// empties it in the single-thread build (passing the next name in may grow it: the Worker
+    /// checks every view's length once it has them all, and copies instead).
     #[wasm_bindgen(js_name = tensorView, unchecked_return_type = "TensorData")]
     pub fn tensor_view(&self, name: &str) -> Result<JsValue, JsError> {
         let tensor = self.trace.get(name).ok_or_else(|| JsError::new(&format!("this trace has no tensor `{name}`")))?;
-        // SAFETY: the view borrows `tensor.data`, which lives as long as this trace; the caller
-        // reads it before anything can allocate in or free the engine's memory (see above).
+        // SAFETY: the view borrows `tensor.data`, which lives, unmoved, as long as this trace; the
+        // Worker reads it before freeing the trace or running the engine again, and checks that
+        // no growth of the memory emptied it meanwhile (see above).
         let data = unsafe { Float32Array::view(tensor.data.as_slice()) };
         to_js(&TensorData { shape: &tensor.shape, data })
     }

@@ -10,7 +10,7 @@ import { afterPaint, drawnWhenSeen, formatPercent, h, morphChildren, setAttribut
 import { MatrixCanvas } from '../matrix-canvas.ts';
 import type { Live } from '../live.ts';
 import { downloadCanvas, downloadCsv, exportButton, howTo } from '../panel-tools.ts';
-import { touched, type DetailView, type State, type Store } from '../store.ts';
+import { touched, type DetailView, type HeadRef, type State, type Store } from '../store.ts';
 import { hideTooltip, showTooltip } from '../tooltip.ts';
 import { AttentionLines } from './attention-lines.ts';
 
@@ -121,15 +121,22 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
   const lines = new AttentionLines(pick);
   lines.element.setAttribute('role', 'img');
 
-  // The map's and the lines' accessible names read the whole map (its strongest weights): named
-  // after the frame, which then shows the new map sooner (0.3 ms of script for a 106-token map).
-  const nameViews = afterPaint(() => {
-    const state = store.state;
-    if (!state.analysis || !headMap(state.analysis, state.head.layer, state.head.head)) return;
-    const summary = describeMap(state.analysis, state);
+  const nameViews = (summary: string) => {
     map.element.setAttribute('aria-label', `Attention map of ${summary}. Keys: + and − zoom, arrows pan, 0 fits.`);
     lines.element.setAttribute('aria-label', `Lines of ${summary}`);
+  };
+  // The map's and the lines' full names read the whole map (its strongest weights): given after
+  // the frame, which then shows the new map sooner (0.3 ms of script for a 106-token map). Until
+  // then a name another map's would be is replaced by what costs nothing: the head and the length.
+  const nameLater = afterPaint(() => {
+    const state = store.state;
+    if (state.analysis && headMap(state.analysis, state.head.layer, state.head.head)) nameViews(describeMap(state.analysis, state));
   });
+  const nameSoon = ({ layer, head }: HeadRef, t: number) => {
+    const about = `layer ${layer}, head ${head}, ${t} tokens`;
+    if (!map.element.getAttribute('aria-label')?.startsWith(`Attention map of ${about} `)) nameViews(`${about} (rows: queries, columns: keys)`);
+    nameLater();
+  };
 
   const render = () => {
     const state = store.state;
@@ -150,7 +157,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
     setText(sinkNote, `This head gives ${formatPercent(share)} of its attention, on average, to the first token “${tokenText(analysis.labels[0]!)}”. That is the attention sink: a head with nothing useful to read parks its weight on the first position, whose content barely changes the output. The colour scale leaves it out unless you choose “linear” or “√ weight”.`);
     const width = bodyWidth();
     if (detailView === 'lines') {
-      nameViews();
+      nameSoon(head, t);
       lines.draw({ labels: analysis.labels, pattern, head: slot, query, full: analysis.bidirectional }, width);
       if (body.firstChild !== lines.box) body.replaceChildren(lines.box);
       return;
@@ -164,7 +171,7 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
       return;
     }
     const colors = sequentialMap(theme);
-    nameViews();
+    nameSoon(head, t);
     map.setData(
       {
         rows: t,

@@ -104,7 +104,6 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     const full = analysis.bidirectional;
     if (factor === 1) paintAttention(thumbnail, pattern, t, cell.head, colors, attentionScale, full);
     else paintPooled(thumbnail, pattern, t, cell.head, factor, colors, attentionScale, full);
-    if (cell.button.dataset.pixels !== String(size)) cell.button.dataset.pixels = String(size);
     return thumbnail;
   };
 
@@ -125,20 +124,19 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
    * Draws head `cell`'s map into `target` at `x, y`, `side` pixels a side, scaled without smoothing
    * over the map background (which the masked half of a causal map shows). The canvas scales it:
    * scaled by script into one ImageData put back at once, a 106-token prompt's sixteen heads took
-   * 0.5 ms of the keystroke's frame; drawn by the canvas, 0.17 ms (CPU profiles).
+   * 0.5 ms of the keystroke's frame; drawn by the canvas, 0.17 ms (CPU profiles). Returns the
+   * thumbnail's side in map pixels (undefined without a map).
    */
   const drawHead = (target: CanvasRenderingContext2D, cell: HeadCell, analysis: Analysis | undefined, x: number, y: number, side: number) => {
     target.fillStyle = cssVar('--map-bg');
     target.fillRect(x, y, side, side);
     const source = analysis && paintThumbnail(cell, analysis, side);
-    if (!source) {
-      delete cell.button.dataset.pixels;
-      return;
-    }
+    if (!source) return undefined;
     if (scratch.width !== source.width) scratch.width = scratch.height = source.width;
     scratchContext.putImageData(source, 0, 0);
     target.imageSmoothingEnabled = false;
     target.drawImage(scratch, x, y, side, side);
+    return source.width;
   };
 
   const paintVisible = () => {
@@ -146,7 +144,10 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     cells.forEach((cell, i) => {
       const place = places[i];
       if (!place || !cell.visible || !cell.stale) return;
-      drawHead(context, cell, analysis, place.x, place.y, place.side);
+      // The side the grid shows, in map pixels (the PNG export's own sizes leave it alone).
+      const pixels = drawHead(context, cell, analysis, place.x, place.y, place.side);
+      if (pixels === undefined) delete cell.button.dataset.pixels;
+      else if (cell.button.dataset.pixels !== String(pixels)) cell.button.dataset.pixels = String(pixels);
       cell.stale = false;
     });
   };
@@ -343,7 +344,6 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     context.fillStyle = cssVar('--text-muted');
     context.font = `11px ${cssVar('--font-mono')}`;
     context.textBaseline = 'middle';
-    context.imageSmoothingEnabled = false;
     for (let head = 0; head < nHead; head++) context.fillText(`H${head}`, left + head * (side + gap) + side / 2 - 8, top / 2);
     for (const cell of cells) {
       const x = left + cell.head * (side + gap);

@@ -132,9 +132,9 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
     const state = store.state;
     if (state.analysis && headMap(state.analysis, state.head.layer, state.head.head)) nameViews(describeMap(state.analysis, state));
   });
-  const nameSoon = ({ layer, head }: HeadRef, t: number) => {
-    const about = `layer ${layer}, head ${head}, ${t} tokens`;
-    if (!map.element.getAttribute('aria-label')?.startsWith(`Attention map of ${about} `)) nameViews(`${about} (rows: queries, columns: keys)`);
+  const nameSoon = (head: HeadRef, t: number) => {
+    const heading = mapHeading(head, t);
+    if (!map.element.getAttribute('aria-label')?.startsWith(`Attention map of ${heading}`)) nameViews(heading);
     nameLater();
   };
 
@@ -199,7 +199,12 @@ export function mountAttentionDetail(root: HTMLElement, store: Store, live: Live
   });
 }
 
-/** "layer 1, head 2, 12 tokens (rows: queries, columns: keys); strongest weights: …". */
+/** What names a map before its weights are read: "layer 1, head 2, 12 tokens (rows: queries, columns: keys)". */
+function mapHeading({ layer, head }: HeadRef, t: number): string {
+  return `layer ${layer}, head ${head}, ${t} tokens (rows: queries, columns: keys)`;
+}
+
+/** `mapHeading`, then the picked query's strongest keys and the map's strongest weights. */
 function describeMap(analysis: Analysis, { head, query }: Readonly<State>): string {
   const t = analysis.tokens.length;
   const { pattern, head: slot } = headMap(analysis, head.layer, head.head)!;
@@ -218,7 +223,7 @@ function describeMap(analysis: Analysis, { head, query }: Readonly<State>): stri
   const q = query ?? t - 1;
   const row = strongestKeys(pattern, t, slot, q, 3, analysis.bidirectional).map(({ key, weight: w }) => `${label(key)} ${formatPercent(w)}`);
   return (
-    `layer ${head.layer}, head ${head.head}, ${t} tokens (rows: queries, columns: keys). ` +
+    `${mapHeading(head, t)}. ` +
     `Query ${label(q)} reads most ${row.join(', ')}. ` +
     (strongest.length ? `Strongest weights off the first token: ${strongest.map(({ q: a, k, w }) => `${label(a)} → ${label(k)} ${formatPercent(w)}`).join('; ')}.` : '')
   );

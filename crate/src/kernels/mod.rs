@@ -77,6 +77,17 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     dot_rows::<1>(a, [b])[0]
 }
 
+/// The largest value of `x`, NaN skipped (as a fold of `f32::max` skips it); −∞ when there is
+/// none. By comparison rather than `f32::max`: wasm has no instruction with `f32::max`'s NaN rule,
+/// so there each `f32::max` is a call to libm's `fmaxf`: ranking SmolLM2's 49,152 logits
+/// (the 1,000 survivors) took 0.66 ms in Node with it, 0.50 without. Where the largest value is zero, either sign of zero
+/// may be returned (as with `f32::max`): the softmaxes subtract it, and `x − (±0)` is `x` but
+/// for a zero `x`, whose `exp` is 1 either way.
+#[inline(always)]
+pub fn largest(x: &[f32]) -> f32 {
+    x.iter().fold(f32::NEG_INFINITY, |top, &v| if v > top { v } else { top })
+}
+
 /// Sum of a row, element `i` going to partial sum `i % LANES` as in every other reduction.
 #[inline(always)]
 pub fn sum(x: &[f32]) -> f32 {
@@ -157,6 +168,18 @@ pub(crate) mod tests {
                 mantissa * 10f32.powi((h >> 20) as i32 % 13 - 6)
             })
             .collect()
+    }
+
+    #[test]
+    fn largest_is_a_fold_of_f32_max_nan_skipped() {
+        for n in 0..100 {
+            let x = wild(n, 5);
+            assert_eq!(largest(&x).to_bits(), x.iter().copied().fold(f32::NEG_INFINITY, f32::max).to_bits(), "n = {n}");
+        }
+        assert_eq!(largest(&[]), f32::NEG_INFINITY);
+        assert_eq!(largest(&[f32::NAN]), f32::NEG_INFINITY);
+        assert_eq!(largest(&[f32::NAN, 2.0, f32::NAN, -1.0, 1.5]), 2.0);
+        assert_eq!(largest(&[-3.0, f32::NEG_INFINITY, f32::INFINITY, 7.0]), f32::INFINITY);
     }
 
     #[test]

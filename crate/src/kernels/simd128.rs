@@ -13,9 +13,9 @@
 //! [`super::packed::dot`] (and of the AVX2 `x86::dot_packed`).
 
 use core::arch::wasm32::{
-    f32x4, f32x4_add, f32x4_convert_i32x4, f32x4_div, f32x4_extract_lane, f32x4_mul, f32x4_splat, f32x4_sub, i32x4_add,
-    i32x4_lt, i32x4_shl, i32x4_shr, i32x4_splat, i32x4_sub, i32x4_trunc_sat_f32x4, u32x4_ge, u32x4_gt, u32x4_shr,
-    u32x4_splat, v128, v128_and, v128_any_true, v128_bitselect, v128_load, v128_store,
+    f32x4, f32x4_abs, f32x4_add, f32x4_convert_i32x4, f32x4_div, f32x4_extract_lane, f32x4_gt, f32x4_le, f32x4_lt,
+    f32x4_mul, f32x4_splat, f32x4_sub, f32x4_trunc, i32x4_add, i32x4_all_true, i32x4_lt, i32x4_shl, i32x4_shr,
+    i32x4_splat, i32x4_sub, u32x4_shr, v128, v128_bitselect, v128_load, v128_store,
 };
 
 use super::packed::{Input, PackedType, BLOCK};
@@ -102,7 +102,8 @@ pub fn exp_in_place(x: &mut [f32]) {
     for group in groups {
         // SAFETY: `group` holds 4 f32s, exactly one v128; wasm loads and stores need no alignment.
         let v = unsafe { v128_load(group.as_ptr().cast()) };
-        if v128_any_true(u32x4_ge(v128_and(v, u32x4_splat(0x7fff_ffff)), u32x4_splat(expf::LIMIT))) {
+        // `lt` is false for NaN: a NaN lane goes to `expf` too.
+        if !i32x4_all_true(f32x4_lt(f32x4_abs(v), bound(expf::LIMIT))) {
             group.iter_mut().for_each(|e| *e = libm::expf(*e));
         } else {
             // SAFETY: as the load.
@@ -117,20 +118,29 @@ pub fn exp_in_place(x: &mut [f32]) {
 /// 0.5 ln 2 < |x| ≤ 1.5 ln 2, 0 below (where `x − 0·ln2` is `x`, as `expf`'s own k = 0 branch has
 /// it) — the same rational approximation in the same order, and the scaling by 2^k (k in
 /// [−126, 126] here: one exact multiply, as `scalbn` does). For |x| ≤ 2^−14 it is `1 + x`.
+///
+/// Written for what V8 makes of it on x86 (SSE4.1, 128-bit), with the same values as `expf`'s
+/// integer route, so the same bits. `expf` compares |x|'s bits with its bounds; here |x| itself is
+/// compared with the bounds as floats (positive floats order as their bits do), one instruction
+/// each, where V8 spends three or four on an unsigned integer comparison (and LLVM turns a signed
+/// one on |x|'s bits back into unsigned). `k` stays a float: `expf`'s conversion to an integer
+/// truncates, and so does `f32x4_trunc` (one `roundps`, where the saturating conversion is seven
+/// instructions). 2^k's exponent is made from it by adding 1.5·2^23, which leaves `k` in the low
+/// bits of the sum's word, then shifting `k + 127` up by 23, which drops the sum's high bits.
+/// SmolLM2's 49,152 logits: 0.193 → 0.167 ms in Node, both builds alternating.
 #[inline(always)]
 fn exp4(x: v128) -> v128 {
     use super::expf::{FAR, INV_LN2, LN2_HI, LN2_LO, NEAR, P1, P2, TINY};
-    let hx = v128_and(x, u32x4_splat(0x7fff_ffff));
+    let ax = f32x4_abs(x);
     let negative = i32x4_lt(x, i32x4_splat(0));
     let half = v128_bitselect(f32x4_splat(-0.5), f32x4_splat(0.5), negative);
-    let k_far = i32x4_trunc_sat_f32x4(f32x4_add(f32x4_mul(f32x4_splat(INV_LN2), x), half));
-    let k_near = v128_bitselect(i32x4_splat(-1), i32x4_splat(1), negative);
-    let k = v128_bitselect(
+    let k_far = f32x4_trunc(f32x4_add(f32x4_mul(f32x4_splat(INV_LN2), x), half));
+    let k_near = v128_bitselect(f32x4_splat(-1.0), f32x4_splat(1.0), negative);
+    let kf = v128_bitselect(
         k_far,
-        v128_bitselect(k_near, i32x4_splat(0), u32x4_gt(hx, u32x4_splat(NEAR))),
-        u32x4_gt(hx, u32x4_splat(FAR)),
+        v128_bitselect(k_near, f32x4_splat(0.0), f32x4_gt(ax, bound(NEAR))),
+        f32x4_gt(ax, bound(FAR)),
     );
-    let kf = f32x4_convert_i32x4(k);
     let hi = f32x4_sub(x, f32x4_mul(kf, f32x4_splat(LN2_HI)));
     let lo = f32x4_mul(kf, f32x4_splat(LN2_LO));
     let r = f32x4_sub(hi, lo);
@@ -138,8 +148,19 @@ fn exp4(x: v128) -> v128 {
     let c = f32x4_sub(r, f32x4_mul(rr, f32x4_add(f32x4_splat(P1), f32x4_mul(rr, f32x4_splat(P2)))));
     let q = f32x4_div(f32x4_mul(r, c), f32x4_sub(f32x4_splat(2.0), c));
     let y = f32x4_add(f32x4_splat(1.0), f32x4_add(f32x4_sub(q, lo), hi));
-    let scaled = f32x4_mul(y, i32x4_shl(i32x4_add(k, i32x4_splat(127)), 23));
-    v128_bitselect(f32x4_add(f32x4_splat(1.0), x), scaled, u32x4_ge(u32x4_splat(TINY), hx))
+    let k_low_bits = f32x4_add(kf, f32x4_splat(MAGIC));
+    let scaled = f32x4_mul(y, i32x4_shl(i32x4_add(k_low_bits, i32x4_splat(127)), 23));
+    v128_bitselect(f32x4_add(f32x4_splat(1.0), x), scaled, f32x4_le(ax, bound(TINY)))
+}
+
+/// 1.5·2^23: a float in [2^23, 2^24) has unit steps, so adding a small integer `k` to this leaves
+/// `k` (two's complement) in the low bits of its word.
+const MAGIC: f32 = 12_582_912.0;
+
+/// A bound on |x| given by its bits, as a float: positive floats order as their bits do.
+#[inline(always)]
+fn bound(bits: u32) -> v128 {
+    f32x4_splat(f32::from_bits(bits))
 }
 
 /// [`super::scalar::add_scaled`].

@@ -14,6 +14,7 @@ use crate::formats::limits::CAPTURE_BUDGET;
 use crate::gpu::{GpuPass, GPU_CHUNK};
 use crate::instruments::{Ablation, Replacements};
 use crate::kernels::attention::{attend, HeadCache};
+use crate::kernels::largest;
 use crate::kernels::pool::{self, run_pass};
 use crate::model::forward::{
     every_row_logits, forward_chunk, grow_by_steps, Activations, ChunkInput, Edits, KvCache, Recorder,
@@ -694,7 +695,7 @@ impl Recorder for Captures {
             grid.resize(at + POOLED_CELLS, 0.0);
         }
         for (cells, cell) in row.chunks(bin).zip(&mut grid[at..at + POOLED_CELLS]) {
-            *cell = cells.iter().fold(*cell, |top, &p| top.max(p));
+            *cell = largest(cells).max(*cell);
         }
     }
 
@@ -718,7 +719,7 @@ fn coarsen(grid: &[f32], merge: usize) -> Vec<f32> {
     for (q, row) in grid.chunks_exact(POOLED_CELLS).enumerate() {
         let out = &mut wider[q / merge * POOLED_CELLS..][..POOLED_CELLS];
         for (cells, cell) in row.chunks(merge).zip(out.iter_mut()) {
-            *cell = cells.iter().fold(*cell, |top, &p| top.max(p));
+            *cell = largest(cells).max(*cell);
         }
     }
     wider

@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::fixture;
-use gptlens::{CaptureSpec, Checkpoint, Error, Session};
+use gptlens::{CaptureSpec, Checkpoint, Error, Hook, Session};
 use safetensors::tensor::{Dtype, TensorView};
 
 /// The f32 fixture's files, to be broken one way at a time.
@@ -166,6 +166,34 @@ fn unknown_hook_name() {
     let ckpt = load(&files()).unwrap();
     let e = CaptureSpec::from_names(&["blocks.7.attn.hook_pattern"], &ckpt.model.config).unwrap_err();
     assert!(matches!(e, Error::UnknownHook { .. }), "{e}");
+}
+
+/// `Hook::parse` compares the name only with the hooks of the block it names: every hook a model
+/// offers must still parse back to itself (blocks past 9 included), and a near miss must not.
+#[test]
+fn every_offered_hook_name_parses_back_and_near_misses_do_not() {
+    let gpt2 = load(&files()).unwrap().model.config.clone();
+    let llama = gptlens::model::Config { n_layer: 12, ..common::tiny_llama_config(64, 16) };
+    for config in [&gpt2, &llama] {
+        for hook in Hook::offered(config) {
+            assert_eq!(Hook::parse(&hook.to_string(), config).unwrap(), hook);
+        }
+    }
+    let near_misses = [
+        "blocks.+1.attn.hook_pattern",
+        "blocks.01.attn.hook_pattern",
+        "blocks.1.attn.hook_pattern ",
+        "blocks..attn.hook_pattern",
+        "blocks.1",
+        "blocks.12.attn.hook_pattern",
+        "blocks.1.ln_final.hook_scale",
+        "ln_final.hook_mean",
+        "logits.",
+        "",
+    ];
+    for name in near_misses {
+        assert!(matches!(Hook::parse(name, &llama), Err(Error::UnknownHook { .. })), "{name:?}");
+    }
 }
 
 #[test]

@@ -449,6 +449,37 @@ test('answers in shared memory (reply.js) come back as sent: typed arrays, NaN, 
   assert.equal(growing.expect(3).buffer, second, 'half full, the buffer is kept');
 });
 
+test('large answers read from shared memory land in memory of their own, made while the page was idle: never the shared buffer, never an earlier answer\'s', async () => {
+  const { ReplyBuffer, writeReply } = await import(new URL('./reply.js', import.meta.resolve('gptlens')).href);
+  const replies = ReplyBuffer.create(8 << 20);
+  const answerOf = (seed) => ({ maps: [0, 1, 2].map((m) => new Float32Array(40_000).map((_, i) => seed + m + i / 8)), ids: new Uint32Array([seed, 7]) });
+  const idle = () => new Promise((resolve) => setTimeout(resolve, 20));
+  const answers = [];
+  for (let id = 1; id <= 4; id++) {
+    assert.equal(writeReply(replies.expect(id).buffer, id, answerOf(id)), true);
+    const { result } = replies.take();
+    assert.deepEqual(result, answerOf(id), `answer ${id} reads back as written`);
+    answers.push(result);
+    await idle();
+  }
+  const buffers = answers.map(({ maps }) => maps[0].buffer);
+  for (const [i, { maps, ids }] of answers.entries()) {
+    assert.ok(!(maps[0].buffer instanceof SharedArrayBuffer), `answer ${i + 1}: not a view of the shared buffer`);
+    if (i === 0) continue;
+    // From the second on, each answer's arrays are views of the spare made after the one before.
+    assert.ok(maps.every((map) => map.buffer === buffers[i]) && ids.buffer === buffers[i], `answer ${i + 1}: one spare for all its arrays`);
+    assert.ok(buffers[i].byteLength >= 3 * 160_000, `answer ${i + 1}: a spare that holds it`);
+    assert.notEqual(buffers[i], buffers[i - 1], `answer ${i + 1}: a spare of its own`);
+  }
+  // Later answers wrote nowhere near an earlier one: it still holds what it was sent.
+  assert.deepEqual(answers[1], answerOf(2));
+  assert.deepEqual(answers[2], answerOf(3));
+  // A small answer is copied into new arrays of its own, as before.
+  assert.equal(writeReply(replies.expect(5).buffer, 5, { ids: new Uint32Array([1, 2]) }), true);
+  const small = replies.take().result;
+  assert.equal(small.ids.buffer.byteLength, 8);
+});
+
 test('the worker client takes waitable answers from shared memory: in the waiting task, by the note, or before its next request; each once, and an overtaken one by message', async () => {
   const { writeReply } = await import(new URL('./reply.js', import.meta.resolve('gptlens')).href);
   // The fake worker of the tests above, holding waitable requests until this test answers them.

@@ -169,6 +169,13 @@ export class ReplyBuffer {
   private buffer: SharedArrayBuffer;
   /** The buffer's header words, viewed once per buffer (`wait` reads the state word in a loop). */
   private header: Int32Array;
+  /**
+   * Memory for the next answer's typed arrays, its pages already touched (see `read`), or
+   * undefined until it is made. Each answer gets a spare of its own: it is never used twice.
+   */
+  private spare: ArrayBuffer | undefined;
+  /** A spare is being made (at the next idle moment). */
+  private spareComing = false;
 
   /** Undefined where memory cannot be shared with a Worker (a page that is not cross-origin isolated). */
   static create(bytes = INITIAL_BYTES): ReplyBuffer | undefined {
@@ -243,6 +250,16 @@ export class ReplyBuffer {
     const text = new TextDecoder().decode(memory.slice(HEADER, HEADER + jsonBytes));
     const start = HEADER + aligned(jsonBytes);
     const { answer, marks } = JSON.parse(text) as { answer: unknown; marks: Mark[] };
+    // The typed arrays are copied out, into memory of this answer's own (the next answer reuses
+    // the shared buffer). Fresh memory costs more than the copy: Chromium maps its pages on first
+    // write, and SmolLM2's 80-token answer (6.9 MB of maps) took 4.4 ms to copy into new arrays,
+    // 0.5 ms into arrays already written to. So the arrays are views of a spare made while the
+    // page was idle, when it is large enough, and a spare for the next answer is made after.
+    let arrayBytes = 0;
+    for (const mark of marks) if (mark.length === 4) arrayBytes = Math.max(arrayBytes, mark[2] + mark[3] * ARRAYS[mark[1]]!.BYTES_PER_ELEMENT);
+    const into = arrayBytes >= SPARE_FROM && this.spare !== undefined && this.spare.byteLength >= arrayBytes ? this.spare : undefined;
+    if (into) this.spare = undefined;
+    this.prepareSpare(arrayBytes);
     let whole = answer;
     for (const mark of marks) {
       const [path] = mark;
@@ -251,9 +268,16 @@ export class ReplyBuffer {
         value = SPECIALS[mark[1]];
       } else {
         const [, kind, at, length] = mark;
-        // A copy that owns its bytes, like a transferred array. (TypeScript's typed-array
-        // constructors are declared for ArrayBuffer; a SharedArrayBuffer is viewed the same way.)
-        value = new ARRAYS[kind]!(this.buffer as ArrayBufferLike as ArrayBuffer, start + at, length).slice();
+        // (TypeScript's typed-array constructors are declared for ArrayBuffer; a SharedArrayBuffer
+        // is viewed the same way.)
+        const shared = this.buffer as ArrayBufferLike as ArrayBuffer;
+        if (into) {
+          const bytes = length * ARRAYS[kind]!.BYTES_PER_ELEMENT;
+          new Uint8Array(into, at, bytes).set(new Uint8Array(shared, start + at, bytes));
+          value = new ARRAYS[kind]!(into, at, length);
+        } else {
+          value = new ARRAYS[kind]!(shared, start + at, length).slice();
+        }
       }
       if (path.length === 0) {
         whole = value;
@@ -265,7 +289,33 @@ export class ReplyBuffer {
     }
     return { id: -state, result: whole };
   }
+
+  /**
+   * Makes a spare for answers of up to `bytes` of typed arrays (with room for a prompt that grows),
+   * at the next idle moment: after the frame that shows this answer, off the next keystroke's path.
+   * Writing one byte of each page is what maps it.
+   */
+  private prepareSpare(bytes: number): void {
+    if (bytes < SPARE_FROM || this.spareComing || (this.spare?.byteLength ?? 0) >= bytes) return;
+    this.spareComing = true;
+    const make = () => {
+      this.spareComing = false;
+      const spare = new ArrayBuffer(aligned(bytes * 1.25 + SPARE_FROM));
+      const pages = new Uint8Array(spare);
+      for (let at = 0; at < pages.length; at += PAGE) pages[at] = 0;
+      this.spare = spare;
+    };
+    const idle = (globalThis as { requestIdleCallback?: (callback: () => void) => number }).requestIdleCallback;
+    if (idle) idle(make);
+    else setTimeout(make, 0);
+  }
 }
+
+/** Answers with fewer bytes of typed arrays than this are copied into new arrays: fresh memory
+ * that small is quick to map. */
+const SPARE_FROM = 64 << 10;
+/** Bytes of a memory page (4 KiB, or a multiple: one write each still maps every page). */
+const PAGE = 4096;
 
 /** Room for a small model's live answer (the tiny GPT-2's maps, statistics and candidates: ~0.05 MB). */
 const INITIAL_BYTES = 128 << 10;

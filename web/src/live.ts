@@ -356,10 +356,10 @@ export class Live {
     // itself (an edit early in a long prompt reads every position after it), which would not
     // have come in time either.
     const waitable = this.runMs.length > 0 && quantile([...this.runMs].sort((a, b) => a - b), 0.5) <= SHORT_RUN_MS && this.runMs.at(-1)! <= SHORT_RUN_WAIT_MS;
-    // A model's first run (the whole prompt) is not waited for, but it too answers in shared
-    // memory: there it finds the room answers need, so the first keystroke's does not miss it.
-    const shared = waitable || this.runMs.length === 0;
-    const running = engine.run(input, this.store.state.head, engine.encoder ? undefined : this.store.state.sampling, shared);
+    // Every answer comes in shared memory, waited for or not (then its note brings it): by
+    // message the Worker copied SmolLM2's maps out of the engine into new memory (6.9 MB at 80
+    // tokens), whose pages Chromium maps on first write, on each keystroke's path.
+    const running = engine.run(input, this.store.state.head, engine.encoder ? undefined : this.store.state.sampling, true);
     // True once the frame's callback has settled the answer (this one: only one run is in
     // flight); it is read right after, in the same frame, and then the views are drawn in it.
     let inFrame = false;

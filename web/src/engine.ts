@@ -166,8 +166,10 @@ export class Engine {
    * message to the Worker: encoding, the forward pass (the prefix shared with the previous run
    * reused), every token's label and, with `sampling` (not for an encoder), the next token. A
    * prompt too long for every head's whole map captures the maps pooled, plus `opened` whole.
+   * The answer comes in shared memory where the page has some: `waitForAnswer` may wait for it in
+   * a frame, and one not waited for comes with the Worker's note.
    */
-  async run(text: string | Uint32Array, opened: HeadRef, sampling: SamplingParams | undefined, waitable = false): Promise<Run> {
+  async run(text: string | Uint32Array, opened: HeadRef, sampling: SamplingParams | undefined): Promise<Run> {
     const input = typeof text === 'string' && !this.info.hasTokenizer ? parseIds(text, this.info.vocabSize) : text;
     const started = performance.now();
     const answer = await this.session
@@ -179,7 +181,7 @@ export class Engine {
           open: opened,
           next: sampling && nextQuery(sampling),
         },
-        { waitable },
+        { waitable: true },
       )
       .catch((error: unknown) => {
         // Too long for the context, or to show (the engine's capture budget): said under the

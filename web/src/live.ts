@@ -349,17 +349,17 @@ export class Live {
   private async show(engine: Engine, input: string | Uint32Array, keystroke: number | undefined): Promise<void> {
     // One message to the Worker: encoding, the forward pass, labels and the next token.
     // When the model's runs take the Worker a few ms, this one's answer is waited for at the
-    // start of the next frame (the keystroke's own), blocked, and drawn in it. By message it
-    // would arrive after that frame and be painted in the one after. A longer run's answer comes
-    // by message: this thread stays free meanwhile. The median of three, so that one run slowed
-    // by the machine does not send the next by message; and not after a run longer than the wait
-    // itself (an edit early in a long prompt reads every position after it), which would not
-    // have come in time either.
+    // start of the next frame (the keystroke's own), blocked, and drawn in it. Brought by the
+    // Worker's note it would arrive after that frame and be painted in the one after. A longer
+    // run's answer is not waited for: its note brings it, and this thread stays free meanwhile.
+    // The median of three, so that one run slowed by the machine does not leave the next unwaited;
+    // and not after a run longer than the wait itself (an edit early in a long prompt reads every
+    // position after it), which would not have come in time either. Every answer comes in shared
+    // memory (`Engine.run`): by message the Worker copied SmolLM2's maps out of the engine into
+    // new memory (6.9 MB at 80 tokens), whose pages Chromium maps on first write, on each
+    // keystroke's path.
     const waitable = this.runMs.length > 0 && quantile([...this.runMs].sort((a, b) => a - b), 0.5) <= SHORT_RUN_MS && this.runMs.at(-1)! <= SHORT_RUN_WAIT_MS;
-    // Every answer comes in shared memory, waited for or not (then its note brings it): by
-    // message the Worker copied SmolLM2's maps out of the engine into new memory (6.9 MB at 80
-    // tokens), whose pages Chromium maps on first write, on each keystroke's path.
-    const running = engine.run(input, this.store.state.head, engine.encoder ? undefined : this.store.state.sampling, true);
+    const running = engine.run(input, this.store.state.head, engine.encoder ? undefined : this.store.state.sampling);
     // True once the frame's callback has settled the answer (this one: only one run is in
     // flight); it is read right after, in the same frame, and then the views are drawn in it.
     let inFrame = false;

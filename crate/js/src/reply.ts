@@ -258,7 +258,14 @@ export class ReplyBuffer {
     let arrayBytes = 0;
     for (const mark of marks) if (mark.length === 4) arrayBytes = Math.max(arrayBytes, mark[2] + mark[3] * ARRAYS[mark[1]]!.BYTES_PER_ELEMENT);
     const into = arrayBytes >= SPARE_FROM && this.spare !== undefined && this.spare.byteLength >= arrayBytes ? this.spare : undefined;
-    if (into) this.spare = undefined;
+    // (TypeScript's typed-array constructors are declared for ArrayBuffer; a SharedArrayBuffer is
+    // viewed the same way.)
+    const shared = this.buffer as ArrayBufferLike as ArrayBuffer;
+    if (into) {
+      this.spare = undefined;
+      // Every array at once: the spare keeps their places (and their alignment) from the buffer.
+      new Uint8Array(into, 0, arrayBytes).set(new Uint8Array(shared, start, arrayBytes));
+    }
     this.prepareSpare(arrayBytes);
     let whole = answer;
     for (const mark of marks) {
@@ -268,16 +275,7 @@ export class ReplyBuffer {
         value = SPECIALS[mark[1]];
       } else {
         const [, kind, at, length] = mark;
-        // (TypeScript's typed-array constructors are declared for ArrayBuffer; a SharedArrayBuffer
-        // is viewed the same way.)
-        const shared = this.buffer as ArrayBufferLike as ArrayBuffer;
-        if (into) {
-          const bytes = length * ARRAYS[kind]!.BYTES_PER_ELEMENT;
-          new Uint8Array(into, at, bytes).set(new Uint8Array(shared, start + at, bytes));
-          value = new ARRAYS[kind]!(into, at, length);
-        } else {
-          value = new ARRAYS[kind]!(shared, start + at, length).slice();
-        }
+        value = into ? new ARRAYS[kind]!(into, at, length) : new ARRAYS[kind]!(shared, start + at, length).slice();
       }
       if (path.length === 0) {
         whole = value;

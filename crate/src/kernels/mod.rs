@@ -79,10 +79,10 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 /// The largest value of `x`, NaN skipped (as a fold of `f32::max` skips it); −∞ when there is
 /// none. By comparison rather than `f32::max`: wasm has no instruction with `f32::max`'s NaN rule,
-/// so there each `f32::max` is a call to libm's `fmaxf`: ranking SmolLM2's 49,152 logits
-/// (the 1,000 survivors) took 0.66 ms in Node with it, 0.50 without. Where the largest value is zero, either sign of zero
-/// may be returned (as with `f32::max`): the softmaxes subtract it, and `x − (±0)` is `x` but
-/// for a zero `x`, whose `exp` is 1 either way.
+/// so there each `f32::max` is a call to libm's `fmaxf`: ranking SmolLM2's 49,152 logits (the
+/// 1,000 survivors) took 0.66 ms in Node with it, 0.50 without. Where the largest value is zero,
+/// either sign of zero may be returned (as with `f32::max`): the softmaxes subtract it, and
+/// `x − (±0)` is `x` but for a zero `x`, whose `exp` is 1 either way.
 #[inline(always)]
 pub fn largest(x: &[f32]) -> f32 {
     x.iter().fold(f32::NEG_INFINITY, |top, &v| if v > top { v } else { top })

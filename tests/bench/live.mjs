@@ -69,11 +69,24 @@ function address(url, model, prompt) {
   return `${url}/?${new URLSearchParams({ model, prompt, threads: THREADS })}`;
 }
 
-/** Navigation → first probabilities painted, in ms. */
+/**
+ * Navigation → first probabilities painted, in ms (`ms`), and its parts: until the page asks for
+ * the model (`boot`), the model's load (`load`; of it, `worker`: starting its Worker; the rest reads the file into the weights),
+ * the prompt's first forward pass in the Worker (`forward`, `tokens` computed), and the rest
+ * (encoding, the next token, the answer's way back, the views and their paint).
+ */
 async function coldStart(page, url, model) {
   await page.goto(address(url, model, PROMPTS[model] ?? PROMPTS.default));
   await page.waitForFunction(() => performance.getEntriesByName('gptlens:first-probabilities').length > 0, null, { timeout: 300_000 });
-  return page.evaluate(() => performance.getEntriesByName('gptlens:first-probabilities')[0].startTime);
+  return page.evaluate(() => {
+    const ms = performance.getEntriesByName('gptlens:first-probabilities')[0].startTime;
+    const load = performance.getEntriesByName('gptlens:load')[0];
+    const forward = performance.getEntriesByName('gptlens:stage:forward')[0];
+    const worker = performance.getEntriesByName('gptlens:worker-start')[0]?.duration;
+    const boot = load?.startTime;
+    const rest = load && forward ? ms - load.startTime - load.duration - forward.duration : undefined;
+    return { ms, boot, load: load?.duration, worker, forward: forward?.duration, tokens: forward?.detail?.computed, rest };
+  });
 }
 
 /** Types into the page; with `traced`, under Chromium's tracing, and the keystrokes' frames come back too. */
@@ -217,8 +230,18 @@ function report({ model, cold, warm, runs, traced }) {
   const longTasks = runs.flatMap((run) => run.longTasks);
   lines.push(
     `| floor: keystroke → next paint with no work (ms) | ${ms(quantile(runs.flatMap((run) => run.floor), 0.5))} | ${ms(quantile(runs.flatMap((run) => run.floor), 0.95))} | ${runs.map((run) => ms(quantile(run.floor, 0.5))).join(' · ')} | |`,
-    `| cold start, empty HTTP cache (ms) | ${ms(quantile(cold, 0.5))} | | ${cold.map(ms).join(' · ')} | |`,
-    `| cold start, warm HTTP cache (ms) | ${ms(quantile(warm, 0.5))} | | ${warm.map(ms).join(' · ')} | ${model.includes('SmolLM2') ? `median ${verdict(quantile(warm, 0.5), 1000)}` : ''} |`,
+    `| cold start, empty HTTP cache (ms) | ${ms(quantile(cold.map((start) => start.ms), 0.5))} | | ${cold.map((start) => ms(start.ms)).join(' · ')} | |`,
+    `| cold start, warm HTTP cache (ms) | ${ms(quantile(warm.map((start) => start.ms), 0.5))} | | ${warm.map((start) => ms(start.ms)).join(' · ')} | ${model.includes('SmolLM2') ? `median ${verdict(quantile(warm.map((start) => start.ms), 0.5), 1000)}` : ''} |`,
+    ...[
+      ['until the page asks for the model', 'boot'],
+      ['the model loaded (its Worker started, the file read into the weights, the views built)', 'load'],
+      ['of the load: starting its Worker (the wasm module, the thread pool)', 'worker'],
+      [`the prompt's first forward pass (${warm[0]?.tokens ?? '?'} positions)`, 'forward'],
+      ['the rest (encoding, next token, the answer back, views, paint)', 'rest'],
+    ].map(([label, part]) => {
+      const parts = warm.map((start) => start[part]).filter((value) => value !== undefined);
+      return `| — ${label} (ms) | ${ms(quantile(parts, 0.5))} | | ${parts.map(ms).join(' · ')} | |`;
+    }),
     '',
     `Redraws: ${redrawCount} for ${runs.length * KEYS} keystrokes (coalesced keystrokes share one); page → Worker messages per redraw: ${(messages / Math.max(1, redrawCount)).toFixed(1)}; ` +
       `positions computed per forward pass: median ${quantile(computed, 0.5) ?? '–'}, most ${computed.length ? Math.max(...computed) : '–'}; ` +

@@ -25,6 +25,7 @@ import {
   type WorkerTrace,
 } from 'gptlens';
 import { analyse, isEncoder, viewHooks, wholeMapsUpTo, type Analysis, type NextToken, type OpenedHead } from './analysis.ts';
+import { workerStarted } from './perf.ts';
 import type { HeadRef } from './store.ts';
 
 /** Candidates listed in the next-token view. */
@@ -98,7 +99,9 @@ export class Engine {
   }
 
   private static async start({ threads, backend }: EngineOptions, load: (client: GptlensWorker) => Promise<ModelInfo>): Promise<Engine> {
+    const started = performance.now();
     const client = await createWorkerClient(threads === undefined ? { backend } : { threads, backend });
+    workerStarted(started);
     try {
       const info = await load(client);
       return new Engine(client, info, await client.session());

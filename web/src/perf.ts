@@ -7,6 +7,12 @@ const INPUT_MARK = 'gptlens:keystroke';
 const REDRAW_MEASURE = 'gptlens:keystroke→redraw';
 /** Marked once per page: the first next-token probabilities painted (cold start, from navigation). */
 const FIRST_PROBABILITIES = 'gptlens:first-probabilities';
+/** Measured once per model: its load, from asking for it to the page taking it (its Worker
+ * started, the file read into the weights, the views built). With the first run's forward stage
+ * it splits a cold start into its parts (npm run bench:live reports them). */
+const MODEL_LOAD = 'gptlens:load';
+/** Measured once per model, inside its load: starting its Worker (the wasm module, the thread pool). */
+const WORKER_START = 'gptlens:worker-start';
 
 /**
  * A redraw's stages, each a User Timing measure `gptlens:stage:<name>` (npm run bench:live reads
@@ -30,6 +36,16 @@ export function stage(name: Stage, start: number, detail?: Record<string, number
 /** Records stage `name` as taking `ms` (timed elsewhere: in the Worker), ending now. */
 export function stageTook(name: Stage, ms: number, detail?: Record<string, number>): void {
   performance.measure(`gptlens:stage:${name}`, { start: performance.now() - ms, duration: ms, detail });
+}
+
+/** Measures a model's load, begun at `start`, ending now. */
+export function modelLoaded(start: number, bytes: number): number {
+  return performance.measure(MODEL_LOAD, { start, end: performance.now(), detail: { bytes } }).duration;
+}
+
+/** Measures a Worker's start, begun at `start`, ending now. */
+export function workerStarted(start: number): void {
+  performance.measure(WORKER_START, { start, end: performance.now() });
 }
 
 let firstProbabilities = false;

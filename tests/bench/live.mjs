@@ -71,8 +71,8 @@ function address(url, model, prompt) {
 
 /**
  * Navigation → first probabilities painted, in ms (`ms`), and its parts: until the page asks for
- * the model (`boot`), the model's load (`load`; of it, `worker`: starting its Worker; the rest reads the file into the weights),
- * the prompt's first forward pass in the Worker (`forward`, `tokens` computed), and the rest
+ * the model (`boot`), the model's load (`load`; of it, `worker`: starting its Worker), the
+ * prompt's first forward pass in the Worker (`forward`, `tokens` computed), and the rest
  * (encoding, the next token, the answer's way back, the views and their paint).
  */
 async function coldStart(page, url, model) {
@@ -228,10 +228,11 @@ function report({ model, cold, warm, runs, traced }) {
   const messages = runs.reduce((sum, run) => sum + run.messages, 0);
   const computed = runs.flatMap((run) => run.computed.filter((value) => value !== undefined));
   const longTasks = runs.flatMap((run) => run.longTasks);
+  const [coldMs, warmMs] = [cold, warm].map((starts) => starts.map((start) => start.ms));
   lines.push(
     `| floor: keystroke → next paint with no work (ms) | ${ms(quantile(runs.flatMap((run) => run.floor), 0.5))} | ${ms(quantile(runs.flatMap((run) => run.floor), 0.95))} | ${runs.map((run) => ms(quantile(run.floor, 0.5))).join(' · ')} | |`,
-    `| cold start, empty HTTP cache (ms) | ${ms(quantile(cold.map((start) => start.ms), 0.5))} | | ${cold.map((start) => ms(start.ms)).join(' · ')} | |`,
-    `| cold start, warm HTTP cache (ms) | ${ms(quantile(warm.map((start) => start.ms), 0.5))} | | ${warm.map((start) => ms(start.ms)).join(' · ')} | ${model.includes('SmolLM2') ? `median ${verdict(quantile(warm.map((start) => start.ms), 0.5), 1000)}` : ''} |`,
+    `| cold start, empty HTTP cache (ms) | ${ms(quantile(coldMs, 0.5))} | | ${coldMs.map(ms).join(' · ')} | |`,
+    `| cold start, warm HTTP cache (ms) | ${ms(quantile(warmMs, 0.5))} | | ${warmMs.map(ms).join(' · ')} | ${model.includes('SmolLM2') ? `median ${verdict(quantile(warmMs, 0.5), 1000)}` : ''} |`,
     ...[
       ['until the page asks for the model', 'boot'],
       ['the model loaded (its Worker started, the file read into the weights, the views built)', 'load'],

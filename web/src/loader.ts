@@ -99,7 +99,7 @@ export class Loader {
       // _name_or_path), else by their folder or file; the server's models keep the list's name.
       const own = (engine.info as { name?: unknown }).name;
       const named = resolved.id === undefined && typeof own === 'string' && own.trim() ? own.trim() : name;
-      this.loaded({ engine, source: { ...resolved, name: named }, id: resolved.id, name: named, bytes, engineBytes, loadMs: modelLoaded(started, bytes) });
+      this.loaded({ engine, source: { ...resolved, name: named }, id: resolved.id, name: named, bytes, engineBytes, loadMs: modelLoaded(started) });
       previous?.engine.dispose();
       if (restarting) this.store.set({ loadError: `${restarting}; ${named} was loaded again.` });
     } catch (error) {

@@ -39,8 +39,8 @@ export function stageTook(name: Stage, ms: number, detail?: Record<string, numbe
 }
 
 /** Measures a model's load, begun at `start`, ending now. */
-export function modelLoaded(start: number, bytes: number): number {
-  return performance.measure(MODEL_LOAD, { start, end: performance.now(), detail: { bytes } }).duration;
+export function modelLoaded(start: number): number {
+  return performance.measure(MODEL_LOAD, { start, end: performance.now() }).duration;
 }
 
 /** Measures a Worker's start, begun at `start`, ending now. */

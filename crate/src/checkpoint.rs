@@ -4,7 +4,7 @@
 //! models the same way.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 use crate::error::{Error, Result};
 use crate::formats::limits::Budget;
@@ -138,11 +138,14 @@ impl Checkpoint {
 
     fn gguf_within(bytes: &[u8], budget: &Budget) -> Result<Checkpoint> {
         let file = GgufFile::parse(bytes)?;
-        let mut head = GgufHead::read(&file, budget)?;
-        for t in file.tensors() {
-            head.fill.feed(t.file_range().start, t.data())?;
-        }
-        head.finish()
+        let mut head = GgufHead::plan(&file, budget)?;
+        // The vocabulary and the weights are independent: built side by side on the pool.
+        let (vocabulary, filled) = rayon::join(
+            || tokenizer_of(&file),
+            || file.tensors().iter().try_for_each(|t| head.fill.feed(t.file_range().start, t.data())),
+        );
+        filled?;
+        head.finish(vocabulary)
     }
 
     /// Loads a model folder, a `.gguf` file, or a `.safetensors` file with its `config.json` (and
@@ -196,40 +199,83 @@ impl Checkpoint {
     }
 }
 
-/// What a GGUF's header gives: the config, the tokenizer and the name, and the weights planned
-/// and allocated, waiting for the tensors' bytes.
+/// What a GGUF's header gives but its vocabulary: the config and the name, and the weights
+/// planned and allocated, waiting for the tensors' bytes.
 struct GgufHead {
     config: crate::model::Config,
     fill: GgufFill,
-    tokenizer: Option<Tokenizer>,
-    tokenizer_problem: Option<String>,
     name: Option<String>,
     context_cut: Option<String>,
 }
 
 impl GgufHead {
-    fn read(file: &GgufFile, budget: &Budget) -> Result<GgufHead> {
+    /// Plans the weights from the header; the tokenizer is built apart ([`tokenizer_of`]).
+    fn plan(file: &GgufFile, budget: &Budget) -> Result<GgufHead> {
         let config = gguf_config::parse(file)?;
         let fill = GgufFill::plan(&config, file, budget)?;
         let (config, context_cut) = cut_context(config, fill.positions(), budget);
-        // A vocabulary gptlens cannot read does not stop the model: token ids still run it.
-        let (tokenizer, tokenizer_problem) = match file.metadata("tokenizer.ggml.model") {
-            None => (None, None),
-            Some(_) => match Tokenizer::from_gguf(file) {
-                Ok(tokenizer) => (Some(tokenizer), None),
-                Err(e) => (None, Some(e.to_string())),
-            },
-        };
         let name =
             file.metadata("general.name").and_then(|v| v.as_str()).map(str::to_owned).filter(|n| !n.trim().is_empty());
-        Ok(GgufHead { config, fill, tokenizer, tokenizer_problem, name, context_cut })
+        Ok(GgufHead { config, fill, name, context_cut })
     }
 
-    fn finish(self) -> Result<Checkpoint> {
+    fn finish(self, (tokenizer, tokenizer_problem): Vocabulary) -> Result<Checkpoint> {
         let weights = self.fill.finish()?;
         let model = Arc::new(Model { config: self.config, weights });
-        let Self { tokenizer, tokenizer_problem, name, context_cut, .. } = self;
+        let Self { name, context_cut, .. } = self;
         Ok(Checkpoint { model, tokenizer, tokenizer_problem, name, context_cut })
+    }
+}
+
+/// A tokenizer, or why there is none ([`Checkpoint::tokenizer_problem`]).
+type Vocabulary = (Option<Tokenizer>, Option<String>);
+
+/// The tokenizer a GGUF's metadata describes. A vocabulary gptlens cannot read does not stop the
+/// model: token ids still run it.
+fn tokenizer_of(file: &GgufFile) -> Vocabulary {
+    match file.metadata("tokenizer.ggml.model") {
+        None => (None, None),
+        Some(_) => match Tokenizer::from_gguf(file) {
+            Ok(tokenizer) => (Some(tokenizer), None),
+            Err(e) => (None, Some(e.to_string())),
+        },
+    }
+}
+
+/// A streamed GGUF's tokenizer: built on the thread pool while the weights stream in (SmolLM2's
+/// ~49k merges take ~100 ms in a browser's first seconds, the Worker's time for a quarter of
+/// the file), or at once where there is no other thread.
+enum TokenizerBuild {
+    Built(Box<Vocabulary>),
+    Building(mpsc::Receiver<Vocabulary>),
+}
+
+impl TokenizerBuild {
+    /// Starts building the tokenizer of the GGUF whose header is in `header`.
+    fn start(header: Arc<Vec<u8>>, file_len: usize) -> TokenizerBuild {
+        let build = move || match GgufFile::parse_header(&header, file_len) {
+            Ok(Some(file)) => tokenizer_of(&file),
+            // The stream parsed these bytes before starting this: not met.
+            Ok(None) | Err(_) => (None, Some("the GGUF header could not be read again".into())),
+        };
+        if rayon::current_num_threads() < 2 {
+            return TokenizerBuild::Built(Box::new(build()));
+        }
+        let (built, receive) = mpsc::sync_channel(1);
+        rayon::spawn(move || {
+            // The receiver is gone when the load was abandoned: nothing waits for this.
+            let _ = built.send(build());
+        });
+        TokenizerBuild::Building(receive)
+    }
+
+    fn wait(self) -> Vocabulary {
+        match self {
+            TokenizerBuild::Built(vocabulary) => *vocabulary,
+            TokenizerBuild::Building(receive) => {
+                receive.recv().unwrap_or_else(|_| (None, Some("the tokenizer's build stopped before it ended".into())))
+            }
+        }
     }
 }
 
@@ -262,11 +308,9 @@ pub struct GgufStream {
 
 enum StreamState {
     /// The first bytes, and how many to have before trying to parse the header again.
-    Header {
-        bytes: Vec<u8>,
-        next_try: usize,
-    },
-    Body(Box<GgufHead>),
+    Header { bytes: Vec<u8>, next_try: usize },
+    /// The header was read: the weights are being filled, the tokenizer built.
+    Body(Box<GgufHead>, TokenizerBuild),
     /// An error ended the stream.
     Failed,
 }
@@ -297,7 +341,7 @@ impl GgufStream {
         })?;
         match &mut self.state {
             StreamState::Failed => Err(Error::Gguf("the stream already failed; start again".into())),
-            StreamState::Body(head) => head.fill.feed(offset, piece),
+            StreamState::Body(head, _) => head.fill.feed(offset, piece),
             StreamState::Header { bytes, next_try } => {
                 bytes.extend_from_slice(piece);
                 // The header's length is known only once it parses: try at doubling sizes, so the
@@ -308,9 +352,11 @@ impl GgufStream {
                 *next_try = bytes.len().saturating_mul(2);
                 let Some(file) = GgufFile::parse_header(bytes, self.file_len)? else { return Ok(()) };
                 let budget = Budget::resolve(self.options.memory_budget, bytes.len() as u64)?;
-                let mut head = GgufHead::read(&file, &budget)?;
-                head.fill.feed(0, bytes)?;
-                self.state = StreamState::Body(Box::new(head));
+                let mut head = GgufHead::plan(&file, &budget)?;
+                let header = Arc::new(std::mem::take(bytes));
+                let tokenizer = TokenizerBuild::start(Arc::clone(&header), self.file_len);
+                head.fill.feed(0, &header)?;
+                self.state = StreamState::Body(Box::new(head), tokenizer);
                 Ok(())
             }
         }
@@ -325,7 +371,7 @@ impl GgufStream {
             )));
         }
         match self.state {
-            StreamState::Body(head) => head.finish(),
+            StreamState::Body(head, tokenizer) => head.finish(tokenizer.wait()),
             // All bytes came, so the header was parsed (and said why it failed), or a push failed.
             StreamState::Header { .. } | StreamState::Failed => {
                 Err(Error::Gguf("the stream failed earlier; start again".into()))

@@ -6,11 +6,13 @@
 //! normalizer, which is all gptlens accepts, both passes see the same characters; only the order
 //! differs.) Each pass takes leftmost-longest, non-overlapping matches and then applies the
 //! token's `single_word`, `lstrip` and `rstrip` flags.
+//!
+//! A pass looks for its tokens only where the text has one's first byte: added tokens are few,
+//! or (Gemma's thousands of `<unused…>`) mostly start alike, and special markers are rare in text.
 
 use std::collections::{BTreeMap, HashMap};
 
-use regex::Regex;
-
+use super::unicode_classes::is_word;
 use crate::error::{Error, Result};
 
 /// One entry of tokenizer.json's `added_tokens`, as far as encoding is concerned.
@@ -44,11 +46,12 @@ pub(super) struct AddedTokens {
 
 #[derive(Clone, Debug)]
 struct Matcher {
-    /// Escaped contents, longest first, so that leftmost-first alternation finds the
-    /// leftmost-longest match like HF's Aho-Corasick automaton.
-    alternation: Regex,
-    tokens: HashMap<String, (u32, AddedToken)>,
-    word_char: Regex,
+    /// The pass's tokens, longest first (equal lengths in id order), so that taking the first
+    /// that matches at the leftmost position that has one finds the leftmost-longest match, as
+    /// HF's Aho-Corasick automaton does.
+    tokens: Vec<(u32, AddedToken)>,
+    /// For each first byte, the indices into `tokens` of the tokens that start with it, in order.
+    starting_with: HashMap<u8, Vec<usize>>,
 }
 
 impl AddedTokens {
@@ -75,7 +78,7 @@ impl AddedTokens {
         }
         let (normalized, raw): (Vec<_>, Vec<_>) =
             by_id.iter().map(|(&id, token)| (id, token.clone())).partition(|(_, token)| token.normalized);
-        Ok(Self { ids_by_content, by_id, raw_pass: Matcher::new(raw)?, normalized_pass: Matcher::new(normalized)? })
+        Ok(Self { ids_by_content, by_id, raw_pass: Matcher::new(raw), normalized_pass: Matcher::new(normalized) })
     }
 
     pub(super) fn id(&self, content: &str) -> Option<u32> {
@@ -105,22 +108,29 @@ impl AddedTokens {
 }
 
 impl Matcher {
-    fn new(mut tokens: Vec<(u32, AddedToken)>) -> Result<Option<Self>> {
+    fn new(mut tokens: Vec<(u32, AddedToken)>) -> Option<Self> {
         if tokens.is_empty() {
-            return Ok(None);
+            return None;
         }
         tokens.sort_by_key(|(_, token)| std::cmp::Reverse(token.content.len()));
-        let alternatives: Vec<String> = tokens.iter().map(|(_, token)| regex::escape(&token.content)).collect();
-        let alternation = Regex::new(&alternatives.join("|"))
-            .map_err(|e| Error::Tokenizer(format!("cannot build a matcher for the added tokens: {e}")))?;
-        let word_char = Regex::new(r"\A\w\z")
-            .map_err(|e| Error::Tokenizer(format!("cannot build the word-character class: {e}")))?;
-        let tokens = tokens.into_iter().map(|(id, token)| (token.content.clone(), (id, token))).collect();
-        Ok(Some(Self { alternation, tokens, word_char }))
+        let mut starting_with: HashMap<u8, Vec<usize>> = HashMap::new();
+        for (i, (_, token)) in tokens.iter().enumerate() {
+            if let Some(&first) = token.content.as_bytes().first() {
+                starting_with.entry(first).or_default().push(i);
+            }
+        }
+        Some(Self { tokens, starting_with })
     }
 
-    fn is_word_char(&self, c: Option<char>) -> bool {
-        c.is_some_and(|c| self.word_char.is_match(c.encode_utf8(&mut [0; 4])))
+    /// The leftmost-longest token in `text` at or after byte `from`: its start and its index in
+    /// `tokens`. A token starts with a UTF-8 lead byte, so a match always starts on a character.
+    fn find_at(&self, text: &str, from: usize) -> Option<(usize, usize)> {
+        let bytes = text.as_bytes();
+        (from..bytes.len()).find_map(|at| {
+            let candidates = self.starting_with.get(&bytes[at])?;
+            let rest = &bytes[at..];
+            candidates.iter().find(|&&i| rest.starts_with(self.tokens[i].1.content.as_bytes())).map(|&i| (at, i))
+        })
     }
 }
 
@@ -129,18 +139,20 @@ impl Matcher {
 fn split_with<'t>(matcher: Option<&Matcher>, text: &'t str, segments: &mut Vec<Segment<'t>>) {
     let mut consumed = 0;
     if let Some(matcher) = matcher {
-        for found in matcher.alternation.find_iter(text) {
-            let Some((id, token)) = matcher.tokens.get(found.as_str()) else {
-                continue;
-            };
-            let (before, after) = (&text[..found.start()], &text[found.end()..]);
-            if token.single_word
-                && (matcher.is_word_char(before.chars().next_back()) || matcher.is_word_char(after.chars().next()))
-            {
+        // Matches never overlap: the next is looked for after the end of the last, also when
+        // that one was passed over (a `single_word` token inside a word).
+        let mut search = 0;
+        while let Some((found_start, i)) = matcher.find_at(text, search) {
+            let (id, token) = &matcher.tokens[i];
+            let found_end = found_start + token.content.len();
+            search = found_end;
+            let (before, after) = (&text[..found_start], &text[found_end..]);
+            let is_word_char = |c: Option<char>| c.is_some_and(is_word);
+            if token.single_word && (is_word_char(before.chars().next_back()) || is_word_char(after.chars().next())) {
                 continue;
             }
-            let start = if token.lstrip { before.trim_end().len().max(consumed) } else { found.start() };
-            let end = if token.rstrip { text.len() - after.trim_start().len() } else { found.end() };
+            let start = if token.lstrip { before.trim_end().len().max(consumed) } else { found_start };
+            let end = if token.rstrip { text.len() - after.trim_start().len() } else { found_end };
             if consumed < start {
                 segments.push(Segment::Text(&text[consumed..start]));
             }
@@ -163,6 +175,68 @@ mod tests {
 
     fn vocab() -> HashMap<String, u32> {
         [("a", 0), ("b", 1), ("<|endoftext|>", 2)].into_iter().map(|(t, id)| (t.to_string(), id)).collect()
+    }
+
+    /// What the regex alternation this matcher replaces gave (escaped contents, longest first,
+    /// leftmost-first `find_iter`; `\w` for `single_word`): the matcher's oracle.
+    fn regex_split<'t>(tokens: &[(u32, AddedToken)], text: &'t str) -> Vec<Segment<'t>> {
+        let mut sorted = tokens.to_vec();
+        sorted.sort_by_key(|(_, token)| std::cmp::Reverse(token.content.len()));
+        let alternatives: Vec<String> = sorted.iter().map(|(_, token)| regex::escape(&token.content)).collect();
+        let alternation = regex::Regex::new(&alternatives.join("|")).unwrap();
+        let word = regex::Regex::new(r"\A\w\z").unwrap();
+        let is_word_char = |c: Option<char>| c.is_some_and(|c| word.is_match(c.encode_utf8(&mut [0; 4])));
+        let (mut segments, mut consumed) = (Vec::new(), 0);
+        for found in alternation.find_iter(text) {
+            let (id, token) = sorted.iter().find(|(_, token)| token.content == found.as_str()).unwrap();
+            let (before, after) = (&text[..found.start()], &text[found.end()..]);
+            if token.single_word && (is_word_char(before.chars().next_back()) || is_word_char(after.chars().next())) {
+                continue;
+            }
+            let start = if token.lstrip { before.trim_end().len().max(consumed) } else { found.start() };
+            let end = if token.rstrip { text.len() - after.trim_start().len() } else { found.end() };
+            if consumed < start {
+                segments.push(Segment::Text(&text[consumed..start]));
+            }
+            segments.push(Segment::Added(*id));
+            consumed = end;
+        }
+        if consumed < text.len() {
+            segments.push(Segment::Text(&text[consumed..]));
+        }
+        segments
+    }
+
+    /// Random token sets (prefixes of each other, flags of every kind) over random text: the
+    /// matcher finds what the regex alternation found.
+    #[test]
+    fn the_matcher_finds_what_the_regex_alternation_found() {
+        let texts = crate::tokenizer::pretokenize::tests::random_texts(4_000, 7);
+        let contents = ["<", "<|", "<|e|>", "<|e", "e|>", "ab", "a", "b a", "é", "中<", "\n", "ſt", "1"];
+        for (round, text) in texts.iter().enumerate() {
+            let pick = |k: usize| (round.wrapping_mul(2_654_435_761) >> k) & 1 == 1;
+            let tokens: Vec<(u32, AddedToken)> = contents
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| pick(i))
+                .map(|(i, content)| {
+                    let flags = round.wrapping_add(i * 7);
+                    let token = AddedToken {
+                        single_word: flags % 3 == 0,
+                        lstrip: flags % 5 == 0,
+                        rstrip: flags % 4 == 0,
+                        ..token(content)
+                    };
+                    (100 + i as u32, token)
+                })
+                .collect();
+            if tokens.is_empty() {
+                continue;
+            }
+            let mut segments = Vec::new();
+            split_with(Matcher::new(tokens.clone()).as_ref(), text, &mut segments);
+            assert_eq!(segments, regex_split(&tokens, text), "{text:?} with {tokens:?}");
+        }
     }
 
     #[test]

@@ -110,7 +110,7 @@ impl BpeTokenizer {
             },
         };
         let byte_ids = std::array::from_fn(|byte| vocab.get(BYTE_TO_CHAR[byte].to_string().as_str()).copied());
-        let splitter = split.map(Splitter::new).transpose()?;
+        let splitter = split.map(Splitter::new);
         let decoded = decode_table(&vocab, &added)?;
         Ok(Self {
             vocab,

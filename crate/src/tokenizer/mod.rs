@@ -36,6 +36,7 @@ mod gguf_vocab;
 mod load;
 mod pretokenize;
 mod sentencepiece;
+mod unicode_classes;
 mod wordpiece;
 
 pub use bpe::{BpeTokenizer, PieceMemo};

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::bpe::Vocab;
 use super::unicode_classes::is_word;
 use crate::error::{Error, Result};
 
@@ -37,7 +38,7 @@ pub(super) enum Segment<'t> {
 
 #[derive(Clone, Debug)]
 pub(super) struct AddedTokens {
-    ids_by_content: HashMap<String, u32>,
+    ids_by_content: Vocab,
     /// Id → token; when two contents end up on one id the later one wins, as in HF.
     by_id: BTreeMap<u32, AddedToken>,
     raw_pass: Option<Matcher>,
@@ -58,10 +59,10 @@ impl AddedTokens {
     /// Assigns ids the way HF does when it loads tokenizer.json (the `id` written in the file is
     /// only a hint there): a content already in the model's vocabulary keeps its vocab id, any
     /// other gets the next id from the vocabulary's length on. Empty contents are ignored.
-    pub(super) fn new(tokens: Vec<AddedToken>, vocab: &HashMap<String, u32>) -> Result<Self> {
+    pub(super) fn new(tokens: Vec<AddedToken>, vocab: &Vocab) -> Result<Self> {
         let mut next_new_id =
             u32::try_from(vocab.len()).map_err(|_| Error::Tokenizer("the vocabulary has too many tokens".into()))?;
-        let mut ids_by_content = HashMap::new();
+        let mut ids_by_content = Vocab::default();
         let mut by_id = BTreeMap::new();
         for token in tokens.into_iter().filter(|token| !token.content.is_empty()) {
             let known = ids_by_content.get(&token.content).or_else(|| vocab.get(&token.content));
@@ -173,7 +174,7 @@ mod tests {
         AddedToken { content: content.into(), ..AddedToken::default() }
     }
 
-    fn vocab() -> HashMap<String, u32> {
+    fn vocab() -> Vocab {
         [("a", 0), ("b", 1), ("<|endoftext|>", 2)].into_iter().map(|(t, id)| (t.to_string(), id)).collect()
     }
 

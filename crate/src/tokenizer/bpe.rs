@@ -19,7 +19,7 @@ pub(super) const MAX_VOCAB_SIZE: usize = 1 << 24;
 /// Everything a tokenizer file says about encoding, already checked for features gptlens lacks.
 pub(super) struct BpeConfig {
     /// Token spelled in the byte alphabet (`Ġthe`) → id.
-    pub(super) vocab: HashMap<String, u32>,
+    pub(super) vocab: Vocab,
     /// Pairs in priority order: the earlier a merge, the sooner it applies.
     pub(super) merges: Vec<(String, String)>,
     pub(super) added_tokens: Vec<AddedToken>,
@@ -41,7 +41,7 @@ pub(super) struct BpeConfig {
 /// A byte-level BPE tokenizer loaded from tokenizer.json or vocab.json + merges.txt.
 #[derive(Clone)]
 pub struct BpeTokenizer {
-    vocab: HashMap<String, u32>,
+    vocab: Vocab,
     added: AddedTokens,
     add_prefix_space: bool,
     splitter: Option<Splitter>,
@@ -289,7 +289,7 @@ impl fmt::Debug for BpeTokenizer {
 
 /// Id → decoded bytes for every vocabulary and added token; added tokens win a shared id, as
 /// they do in HF's `id_to_token`.
-fn decode_table(vocab: &HashMap<String, u32>, added: &AddedTokens) -> Result<Vec<Option<Box<[u8]>>>> {
+fn decode_table(vocab: &Vocab, added: &AddedTokens) -> Result<Vec<Option<Box<[u8]>>>> {
     let largest_id = vocab.values().copied().chain(added.iter().map(|(id, _)| id)).max().unwrap_or(0);
     let size = largest_id as usize + 1;
     if size > MAX_VOCAB_SIZE {
@@ -307,27 +307,32 @@ fn decode_table(vocab: &HashMap<String, u32>, added: &AddedTokens) -> Result<Vec
     Ok(decoded)
 }
 
+/// A vocabulary: token (spelled in the byte alphabet) → id.
+pub(super) type Vocab = HashMap<String, u32, BuildHasherDefault<CheapHasher>>;
+
 /// Which adjacent pair of tokens fuses into which token, and with what priority.
 #[derive(Clone, Debug)]
 struct MergeTable {
-    rules: HashMap<(u32, u32), MergeRule, BuildHasherDefault<PairHasher>>,
+    rules: HashMap<(u32, u32), MergeRule, BuildHasherDefault<CheapHasher>>,
 }
 
-/// Pair lookups dominate encoding time. The keys are small integers from our own vocabulary,
-/// not attacker-chosen strings, so FxHash's multiply-rotate (as used inside rustc) is enough and
-/// several times cheaper than the default DoS-resistant SipHash. Strings (resolving merges while
-/// building) are taken eight bytes at a time.
+/// Pair lookups dominate encoding time, and vocabulary lookups building it (a vocabulary's
+/// ~49k tokens, three lookups for each of its ~49k merges). The keys are small integers and
+/// strings of the model's own vocabulary, not attacker-chosen, so FxHash's multiply-rotate (as
+/// used inside rustc) is enough and several times cheaper than the default DoS-resistant
+/// SipHash; the worst a crafted vocabulary can do is slow down its own loading. Strings are taken
+/// eight bytes at a time.
 #[derive(Clone, Copy, Default)]
-struct PairHasher(u64);
+pub(super) struct CheapHasher(u64);
 
-impl PairHasher {
+impl CheapHasher {
     fn add(&mut self, n: u64) {
         const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
         self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(SEED);
     }
 }
 
-impl Hasher for PairHasher {
+impl Hasher for CheapHasher {
     fn write(&mut self, bytes: &[u8]) {
         let mut words = bytes.chunks_exact(8);
         for word in &mut words {
@@ -392,16 +397,12 @@ impl Word {
 
 impl MergeTable {
     /// Resolves each pair to ids. A pair listed twice keeps its last rank, like HF's map.
-    fn new<'m>(
-        vocab: &HashMap<String, u32>,
-        merges: impl IntoIterator<Item = Result<(&'m str, &'m str)>>,
-    ) -> Result<Self> {
+    fn new<'m>(vocab: &Vocab, merges: impl IntoIterator<Item = Result<(&'m str, &'m str)>>) -> Result<Self> {
         let merges = merges.into_iter();
         let mut rules = HashMap::with_capacity_and_hasher(merges.size_hint().0, BuildHasherDefault::default());
-        // Three lookups per merge (49k merges for SmolLM2) dominate building; a borrowed map with
-        // the cheap hasher takes them at a fraction of the cost of SipHash on `vocab`. The worst a
-        // crafted vocabulary can do to it is slow down its own loading.
-        let ids: HashMap<&str, u32, BuildHasherDefault<PairHasher>> =
+        // Three lookups per merge (49k merges for SmolLM2) dominate building: a borrowed map, so
+        // that a lookup needs no owned key.
+        let ids: HashMap<&str, u32, BuildHasherDefault<CheapHasher>> =
             vocab.iter().map(|(token, &id)| (token.as_str(), id)).collect();
         // The merged token's spelling, rebuilt in one buffer rather than allocated per merge.
         let mut joined = String::new();
@@ -469,8 +470,8 @@ mod tests {
     use super::*;
 
     /// A toy vocabulary over the letters of "aaab" with merges `a a` then `aa a` then `a b`.
-    fn toy_table() -> (HashMap<String, u32>, MergeTable) {
-        let vocab: HashMap<String, u32> =
+    fn toy_table() -> (Vocab, MergeTable) {
+        let vocab: Vocab =
             ["a", "b", "aa", "aaa", "ab"].iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
         let merges = [("a", "a"), ("aa", "a"), ("a", "b")].map(Ok);
         let table = MergeTable::new(&vocab, merges).unwrap();

@@ -35,10 +35,8 @@
 //! Anything else (another model or pre-tokenizer type, a missing `pre`, metadata that contradicts
 //! itself) is refused with an [`Error::Tokenizer`] naming the key, never guessed.
 
-use std::collections::HashMap;
-
 use super::added_tokens::AddedToken;
-use super::bpe::{BpeConfig, BpeTokenizer};
+use super::bpe::{BpeConfig, BpeTokenizer, Vocab};
 use super::byte_level::{char_to_byte, BYTE_TO_CHAR};
 use super::chat::ChatMl;
 use super::pretokenize::SplitPattern;
@@ -217,7 +215,7 @@ pub(super) fn build(vocab: &GgufVocab<'_>) -> Result<BpeTokenizer> {
     let prepend = framing(vocab.add_bos, special.bos, "add_bos_token", "bos_token_id")?;
     let append = framing(vocab.add_eos, special.eos, "add_eos_token", "eos_token_id")?;
 
-    let mut ids: HashMap<String, u32> = HashMap::with_capacity(tokens.len());
+    let mut ids = Vocab::with_capacity_and_hasher(tokens.len(), Default::default());
     for (id, token) in (0..n_tokens).zip(tokens) {
         // A later token spelled like an earlier one takes the spelling over, as in a Python dict.
         ids.insert(byte_level_spelling(token), id);
@@ -316,12 +314,7 @@ fn byte_level_spelling(token: &str) -> String {
 /// The tokens matched whole in the text, in the order transformers adds them (the order only
 /// decides ids for contents outside the vocabulary). All are matched on the raw text
 /// (`normalized: false`) with no stripping.
-fn added_tokens(
-    tokens: &[&str],
-    types: &[i32],
-    vocab: &HashMap<String, u32>,
-    special: SpecialTokens,
-) -> Vec<AddedToken> {
+fn added_tokens(tokens: &[&str], types: &[i32], vocab: &Vocab, special: SpecialTokens) -> Vec<AddedToken> {
     let added = |content: &str| AddedToken { content: content.to_string(), normalized: false, ..AddedToken::default() };
     let of_type =
         |wanted: i32| tokens.iter().zip(types).filter(move |(_, &kind)| kind == wanted).map(|(&token, _)| token);

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::added_tokens::AddedToken;
-use super::bpe::{BpeConfig, BpeTokenizer, MAX_VOCAB_SIZE};
+use super::bpe::{BpeConfig, BpeTokenizer, Vocab, MAX_VOCAB_SIZE};
 use super::pretokenize::SplitPattern;
 use super::sentencepiece::{PrependSpace, Ranking, Spm, SpmParts};
 use super::wordpiece::{BertNormalizer, WordPiece, WordPieceDecoder, WordPieceParts};
@@ -59,7 +59,7 @@ struct AddedTokenJson {
 
 #[derive(Deserialize)]
 struct BpeModelJson {
-    vocab: HashMap<String, u32>,
+    vocab: Vocab,
     merges: Vec<MergeJson>,
     #[serde(default)]
     dropout: Option<f64>,
@@ -282,7 +282,7 @@ fn sentencepiece(file: Parts, model: BpeModelJson) -> Result<Spm> {
 
 #[derive(Deserialize)]
 struct WordPieceModelJson {
-    vocab: HashMap<String, u32>,
+    vocab: Vocab,
     unk_token: String,
     continuing_subword_prefix: String,
     /// Checked by hand, so that the error can name it.
@@ -473,7 +473,7 @@ fn check_framing(ids: impl Iterator<Item = u32>, vocab_size: usize) -> Result<()
 }
 
 pub(super) fn from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<BpeTokenizer> {
-    let vocab: HashMap<String, u32> = serde_json::from_slice(vocab_json)
+    let vocab: Vocab = serde_json::from_slice(vocab_json)
         .map_err(|e| Error::Tokenizer(format!("vocab.json is not a JSON object mapping tokens to ids: {e}")))?;
     let merges_txt =
         std::str::from_utf8(merges_txt).map_err(|e| Error::Tokenizer(format!("merges.txt is not UTF-8: {e}")))?;

@@ -27,6 +27,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::added_tokens::{AddedToken, AddedTokens, Segment};
+use super::bpe::Vocab;
 use super::SpecialTokens;
 use crate::error::{Error, Result};
 
@@ -101,7 +102,7 @@ pub(super) struct SpmParts {
 
 #[derive(Clone)]
 pub struct Spm {
-    ids: HashMap<String, u32>,
+    ids: Vocab,
     /// Id → spelling and length in characters.
     pieces: Vec<Box<str>>,
     lengths: Vec<u32>,
@@ -188,7 +189,7 @@ impl Spm {
 
     pub(super) fn from_parts(parts: SpmParts) -> Result<Spm> {
         let mut pieces = parts.pieces;
-        let mut ids = HashMap::with_capacity(pieces.len());
+        let mut ids = Vocab::with_capacity_and_hasher(pieces.len(), Default::default());
         for (id, piece) in (0u32..).zip(&pieces) {
             ids.insert(piece.to_string(), id);
         }

@@ -28,12 +28,12 @@
 //! tokens are joined with spaces, as `tokenizers` does.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use unicode_categories::UnicodeCategories;
 use unicode_normalization::UnicodeNormalization;
 
 use super::added_tokens::{AddedToken, AddedTokens, Segment};
+use super::bpe::Vocab;
 use super::SpecialTokens;
 use crate::error::{Error, Result};
 
@@ -59,7 +59,7 @@ pub(super) enum WordPieceDecoder {
 /// Everything a [`WordPiece`] is built from.
 pub(super) struct WordPieceParts {
     /// Token → id; the ids must be 0..len.
-    pub(super) vocab: HashMap<String, u32>,
+    pub(super) vocab: Vocab,
     pub(super) unknown_token: String,
     pub(super) continuing_prefix: String,
     pub(super) max_input_chars_per_word: usize,
@@ -73,7 +73,7 @@ pub(super) struct WordPieceParts {
 /// A WordPiece tokenizer with BERT's normalizer and pre-tokenizer.
 #[derive(Clone)]
 pub struct WordPiece {
-    vocab: HashMap<String, u32>,
+    vocab: Vocab,
     /// Id → spelling: the vocabulary, then added tokens past it (`None` for an id no token has).
     tokens: Vec<Option<Box<str>>>,
     unknown: u32,
@@ -147,7 +147,7 @@ impl WordPiece {
         let raw_added = AddedTokens::new(raw, &vocab)?;
         // Normalized tokens are matched by their normalized spelling; the map makes each keep the
         // id it got above.
-        let mut normalized_ids = HashMap::new();
+        let mut normalized_ids = Vocab::default();
         let normalized: Vec<AddedToken> = normalized
             .into_iter()
             .filter_map(|token| {

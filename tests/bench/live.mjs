@@ -301,7 +301,8 @@ function floorMoved(perRun) {
 
 const BUILDS = process.env.LIVE_BUILDS?.split(',');
 
-/** LIVE_BUILDS: each run types into every build in turn, in a fresh context. */
+/** LIVE_BUILDS: each run opens every build in turn in a fresh context (an empty-cache start,
+ * then a warm-cache one, measured) and types into it. */
 async function compareBuilds(browser, _url, model) {
   const servers = await Promise.all(BUILDS.map((outDir) => servePage({ limitSeconds: 24 * 3600, outDir })));
   const runs = BUILDS.map(() => []);
@@ -311,7 +312,9 @@ async function compareBuilds(browser, _url, model) {
         const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
         await context.addInitScript(instrument);
         const page = await context.newPage();
-        runs[i].push({ load: loadavg()[0], ...(await typingRun(page, server.url, model)) });
+        await coldStart(page, server.url, model);
+        const warm = await coldStart(page, server.url, model);
+        runs[i].push({ load: loadavg()[0], warm, ...(await typingRun(page, server.url, model)) });
         await context.close();
       }
     }
@@ -327,15 +330,17 @@ function compareReport({ model, runs }) {
     '',
     `${RUNS} runs × ${KEYS} keystrokes at ${RATE}/s per build, alternating, ${THREADS} threads.`,
     '',
-    "| build | keystroke → redraw: pooled median | pooled p95 | per-run medians | forward · views · the frame's own work (pooled medians) | load at each run |",
-    '|---|--:|--:|---|---|---|',
+    "| build | keystroke → redraw: pooled median | pooled p95 | per-run medians | forward · views · the frame's own work (pooled medians) | cold start, warm cache: median (min–max) | of it: the load · the first pass (medians) | load at each run |",
+    '|---|--:|--:|---|---|---|---|---|',
   ];
   BUILDS.forEach((build, i) => {
     const redraws = runs[i].flatMap((run) => run.redraws);
     const stage = (name) => ms(quantile(runs[i].flatMap((run) => run.stages[name]), 0.5));
     const frameWork = ms(quantile(runs[i].flatMap((run) => run.paintParts.map((detail) => detail?.renderMs).filter((value) => value !== undefined)), 0.5));
+    const starts = (part) => runs[i].map((run) => run.warm[part]).filter((value) => value !== undefined);
+    const warm = (part) => ms(quantile(starts(part), 0.5));
     lines.push(
-      `| ${build} | ${ms(quantile(redraws, 0.5))} | ${ms(quantile(redraws, 0.95))} | ${runs[i].map((run) => ms(quantile(run.redraws, 0.5))).join(' · ')} | ${stage('forward')} · ${stage('views')} · ${frameWork} | ${runs[i].map((run) => run.load.toFixed(2)).join(' · ')} |`,
+      `| ${build} | ${ms(quantile(redraws, 0.5))} | ${ms(quantile(redraws, 0.95))} | ${runs[i].map((run) => ms(quantile(run.redraws, 0.5))).join(' · ')} | ${stage('forward')} · ${stage('views')} · ${frameWork} | ${warm('ms')} (${ms(Math.min(...starts('ms')))}–${ms(Math.max(...starts('ms')))}) | ${warm('load')} · ${warm('forward')} | ${runs[i].map((run) => run.load.toFixed(2)).join(' · ')} |`,
     );
   });
   lines.push('');

@@ -10,7 +10,7 @@
 //! A pass looks for its tokens only where the text has one's first byte: added tokens are few,
 //! or (Gemma's thousands of `<unused…>`) mostly start alike, and special markers are rare in text.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use super::bpe::Vocab;
 use super::unicode_classes::is_word;
@@ -51,8 +51,9 @@ struct Matcher {
     /// that matches at the leftmost position that has one finds the leftmost-longest match, as
     /// HF's Aho-Corasick automaton does.
     tokens: Vec<(u32, AddedToken)>,
-    /// For each first byte, the indices into `tokens` of the tokens that start with it, in order.
-    starting_with: HashMap<u8, Vec<usize>>,
+    /// For each first byte (256 of them), the indices into `tokens` of the tokens that start
+    /// with it, in order: looked up at every byte of the text.
+    starting_with: Vec<Vec<usize>>,
 }
 
 impl AddedTokens {
@@ -114,10 +115,10 @@ impl Matcher {
             return None;
         }
         tokens.sort_by_key(|(_, token)| std::cmp::Reverse(token.content.len()));
-        let mut starting_with: HashMap<u8, Vec<usize>> = HashMap::new();
+        let mut starting_with = vec![Vec::new(); 256];
         for (i, (_, token)) in tokens.iter().enumerate() {
             if let Some(&first) = token.content.as_bytes().first() {
-                starting_with.entry(first).or_default().push(i);
+                starting_with[usize::from(first)].push(i);
             }
         }
         Some(Self { tokens, starting_with })
@@ -128,7 +129,7 @@ impl Matcher {
     fn find_at(&self, text: &str, from: usize) -> Option<(usize, usize)> {
         let bytes = text.as_bytes();
         (from..bytes.len()).find_map(|at| {
-            let candidates = self.starting_with.get(&bytes[at])?;
+            let candidates = &self.starting_with[usize::from(bytes[at])];
             let rest = &bytes[at..];
             candidates.iter().find(|&&i| rest.starts_with(self.tokens[i].1.content.as_bytes())).map(|&i| (at, i))
         })

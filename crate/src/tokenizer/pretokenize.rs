@@ -160,16 +160,24 @@ fn gpt2_match(s: &str) -> usize {
         return len;
     }
     for class in [is_letter as fn(char) -> bool, is_number, is_other] {
-        // ` ?X+`: with the space if there is one, else without.
-        if s.starts_with(' ') && run(s, 1, class) > 1 {
-            return run(s, 1, class);
-        }
-        let end = run(s, 0, class);
+        let end = space_then_run(s, class);
         if end > 0 {
             return end;
         }
     }
     run(s, 0, is_space)
+}
+
+/// ` ?X+` at the start of `s`: the run with the space before it if there is one, else without;
+/// 0 when neither matches.
+fn space_then_run(s: &str, class: fn(char) -> bool) -> usize {
+    if s.starts_with(' ') {
+        let end = run(s, 1, class);
+        if end > 1 {
+            return end;
+        }
+    }
+    run(s, 0, class)
 }
 
 /// LLaMA 3's and Qwen2's pattern at the start of `s`, with numbers in runs of at most `digits`.
@@ -194,9 +202,8 @@ fn llama_match(s: &str, digits: usize) -> usize {
         return numbers;
     }
     // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
-    let start = if s.starts_with(' ') && run(s, 1, is_other) > 1 { 1 } else { 0 };
-    let others = run(s, start, is_other);
-    if others > start {
+    let others = space_then_run(s, is_other);
+    if others > 0 {
         return run(s, others, is_line_break);
     }
     // `\s*[\r\n]+`: the whitespace run up to its last line break, which ends the match (a line

@@ -251,20 +251,21 @@ enum TokenizerBuild {
 }
 
 impl TokenizerBuild {
-    /// Starts building the tokenizer of the GGUF whose header is in `header`.
+    /// Starts building, on the thread pool, the tokenizer of the GGUF whose header is in
+    /// `header` (parsed again there: a parsed header borrows the bytes).
     fn start(header: Arc<Vec<u8>>, file_len: usize) -> TokenizerBuild {
-        let build = move || match GgufFile::parse_header(&header, file_len) {
-            Ok(Some(file)) => tokenizer_of(&file),
-            // The stream parsed these bytes before starting this: not met.
-            Ok(None) | Err(_) => (None, Some("the GGUF header could not be read again".into())),
-        };
-        if rayon::current_num_threads() < 2 {
-            return TokenizerBuild::Built(Box::new(build()));
-        }
         let (built, receive) = mpsc::sync_channel(1);
         rayon::spawn(move || {
+            let vocabulary = match GgufFile::parse_header(&header, file_len) {
+                Ok(Some(file)) => tokenizer_of(&file),
+                // The stream parsed these bytes before starting this: not met.
+                Ok(None) | Err(_) => (None, Some("the GGUF header could not be read again".into())),
+            };
+            // The header goes before the answer: a stream that finishes once it has the answer
+            // then holds nothing of the file but the weights.
+            drop(header);
             // The receiver is gone when the load was abandoned: nothing waits for this.
-            let _ = built.send(build());
+            let _ = built.send(vocabulary);
         });
         TokenizerBuild::Building(receive)
     }
@@ -353,8 +354,13 @@ impl GgufStream {
                 let Some(file) = GgufFile::parse_header(bytes, self.file_len)? else { return Ok(()) };
                 let budget = Budget::resolve(self.options.memory_budget, bytes.len() as u64)?;
                 let mut head = GgufHead::plan(&file, &budget)?;
+                // With no other thread, built from the header just parsed rather than parsed again.
+                let built_here = (rayon::current_num_threads() < 2).then(|| tokenizer_of(&file));
                 let header = Arc::new(std::mem::take(bytes));
-                let tokenizer = TokenizerBuild::start(Arc::clone(&header), self.file_len);
+                let tokenizer = match built_here {
+                    Some(vocabulary) => TokenizerBuild::Built(Box::new(vocabulary)),
+                    None => TokenizerBuild::start(Arc::clone(&header), self.file_len),
+                };
                 head.fill.feed(0, &header)?;
                 self.state = StreamState::Body(Box::new(head), tokenizer);
                 Ok(())

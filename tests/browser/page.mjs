@@ -124,6 +124,36 @@ export async function runFixtureDirectOnWebGpu(tokens) {
 }
 
 /**
+ * A .gguf through the worker client as the page loads one: a fetch's body streamed in (read
+ * straight into the batches it sends, a fetch's body being a byte stream), beside the same file
+ * loaded whole. Returns both runs' logits, or the error's message.
+ */
+export async function runGgufStreamed(options, tokens) {
+  const url = '/tests/fixtures/llama-tiny-q/model.gguf';
+  const engines = [];
+  try {
+    const file = new Uint8Array(await (await fetch(url)).arrayBuffer());
+    const streamed = await createWorkerClient(options);
+    engines.push(streamed);
+    const response = await fetch(url);
+    const byteStream = await fetch(url).then(({ body }) => {
+      const reader = body.getReader({ mode: 'byob' });
+      return reader.cancel().then(() => true);
+    }, () => false);
+    await streamed.loadGguf(response.body, file.byteLength);
+    const whole = await createWorkerClient(options);
+    engines.push(whole);
+    await whole.load({ 'model.gguf': file });
+    const logits = async (engine) => Array.from((await engine.run(Uint32Array.from(tokens), ['logits'])).tensor('logits').data);
+    return { byteStream, info: [await streamed.info(), await whole.info()], logits: [await logits(streamed), await logits(whole)] };
+  } catch (error) {
+    return { error: error.message };
+  } finally {
+    engines.forEach((engine) => engine.terminate());
+  }
+}
+
+/**
  * `session.runPrompt` on the fixture through the worker client, beside what the same questions
  * asked one message each give on a second session: a prompt decoded from `tokens` and then edited
  * at its end (prefix reuse), a long run pooled past 4 tokens with a head opened whole, and a

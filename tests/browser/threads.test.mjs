@@ -53,6 +53,7 @@ const [threaded, singleOnIsolated, fallback, mainThread] = await Promise.all([
   inPage(isolated, 'runFixtureOnMainThread', tokens),
 ]);
 const prompted = await inPage(isolated, 'runPromptFixture', { threads: 2 }, tokens);
+const streamedGguf = await inPage(isolated, 'runGgufStreamed', { threads: 2 }, [1, 5, 9, 2, 7]);
 // After the CPU runs: SwiftShader on 2 shared cores is slow, and the pages above time nothing.
 const adapter = await inPage(isolated, 'webgpuAdapter');
 const [onWebGpu, auto, direct] = await Promise.all([
@@ -88,6 +89,14 @@ test('browser logits match the PyTorch reference within 1e-4', () => {
   const expected = reference.tensors.logits.data;
   const worst = threaded.logits.reduce((max, value, i) => Math.max(max, Math.abs(value - expected[i])), 0);
   assert.ok(worst <= 1e-4, `off by ${worst}`);
+});
+
+test("a .gguf streamed from a fetch's body through the worker client is the model loaded whole", () => {
+  assert.equal(streamedGguf.error, undefined);
+  assert.equal(streamedGguf.byteStream, true, "a fetch's body is a byte stream, read straight into the batches");
+  assert.deepEqual(streamedGguf.info[0], streamedGguf.info[1]);
+  assert.equal(streamedGguf.logits[0].length, 5 * streamedGguf.info[0].vocabSize);
+  assert.deepEqual(bits(streamedGguf.logits[0]), bits(streamedGguf.logits[1]));
 });
 
 test('session.runPrompt answers in one message what encode, run, topK and tokenStrings answer one message each', () => {

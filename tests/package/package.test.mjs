@@ -290,14 +290,19 @@ test('sampling parameters and seeds: typed errors for every field, in sampleNext
 /** A Worker stand-in: answers init and load like the engine's worker, records every other request. */
 function fakeWorker(info = { ...model.info() }) {
   const posted = [];
+  const given = [];
   const listeners = [];
   return {
     posted,
+    given,
     addEventListener(type, listener) {
       if (type === 'message') listeners.push(listener);
     },
     postMessage({ id, op, args, release, reply }) {
-      posted.push({ op, args, ...(release ? { release } : {}), ...(reply ? { reply } : {}) });
+      // A piece is moved to the worker, which gives a buffer back (kept in `given`): recorded as sent.
+      const piece = op === 'loadGgufPiece' ? { args: [args[0].slice()], buffer: args[0].buffer } : { args };
+      posted.push({ op, ...piece, ...(release ? { release } : {}), ...(reply ? { reply } : {}) });
+      if (op === 'loadGgufPiece') given.push(new Uint8Array(args[0].buffer.byteLength));
       const result = {
         init: backend(),
         load: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
@@ -311,6 +316,7 @@ function fakeWorker(info = { ...model.info() }) {
           opened: undefined,
           timings: { tokenize: 0, forward: 0, next: 0 },
         },
+        loadGgufPiece: given.at(-1),
         embed: new Float32Array(info.dModel),
         trainerCreate: { id: 3, paramCount: 7664, recipe: { steps: 30, batch: 4 } },
         trainerTrain: [],
@@ -674,22 +680,55 @@ test('a streamed .gguf that is not GGUF, ends early, runs over or has a bad size
 });
 
 test('the worker client sends a streamed .gguf in batches of at most 4 MiB, in order', async () => {
-  const worker = fakeWorker();
-  const engine = await createWorkerClient({ worker });
   const big = new Uint8Array(9 * 2 ** 20 + 12345).map((_, i) => (i * 31) & 0xff);
-  const progress = [];
-  await engine.loadGguf(new Blob([big]).stream(), big.length, { onProgress: (sent) => progress.push(sent) });
-  const ops = worker.posted.map(({ op }) => op);
-  assert.deepEqual(ops, ['init', 'crashFlag', 'loadGgufBegin', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufEnd']);
-  assert.deepEqual(worker.posted[2].args, [big.length]);
-  const pieces = worker.posted.filter(({ op }) => op === 'loadGgufPiece').map(({ args }) => args[0]);
-  assert.deepEqual(pieces.map((p) => p.length), [4 << 20, 4 << 20, big.length - (8 << 20)]);
-  const joined = new Uint8Array(big.length);
-  pieces.reduce((at, p) => (joined.set(p, at), at + p.length), 0);
-  assert.deepEqual(joined, big);
-  assert.deepEqual(progress, [4 << 20, 8 << 20, big.length]);
-  await assert.rejects(engine.loadGguf(new Blob([big]).stream(), -3), { name: 'RangeError' });
-  engine.terminate();
+  /** Pieces of 1 MiB − 1 bytes and smaller, so batches straddle them. */
+  const sizes = [...Array(12).keys()].map((i) => [1 << 20, 1000, 65536][i % 3] - 1);
+  const cuts = (function* () {
+    for (let at = 0, i = 0; at < big.length; at += sizes[i % sizes.length], i++) yield big.subarray(at, at + sizes[i % sizes.length]);
+  })();
+  const pieces = [...cuts];
+  const sources = {
+    // A byte stream is read straight into the batches ("BYOB"), in reads of the stream's choosing.
+    'a Blob': () => new Blob([big]).stream(),
+    'a byte stream answering in small reads': () => {
+      let at = 0;
+      return new ReadableStream({
+        type: 'bytes',
+        pull(controller) {
+          const view = controller.byobRequest.view;
+          const n = Math.min(view.byteLength, 777_777, big.length - at);
+          view.set(big.subarray(at, at + n));
+          at += n;
+          controller.byobRequest.respond(n);
+          if (at === big.length) controller.close();
+        },
+      });
+    },
+    // Anything else is copied into them.
+    'a stream of pieces': () => new ReadableStream({ start: (controller) => (pieces.forEach((piece) => controller.enqueue(piece.slice())), controller.close()) }),
+    'an async iterable': () => (async function* () { yield* pieces; })(),
+  };
+  for (const [name, source] of Object.entries(sources)) {
+    const worker = fakeWorker();
+    const engine = await createWorkerClient({ worker });
+    const progress = [];
+    await engine.loadGguf(source(), big.length, { onProgress: (sent) => progress.push(sent) });
+    const ops = worker.posted.map(({ op }) => op);
+    assert.deepEqual(ops, ['init', 'crashFlag', 'loadGgufBegin', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufEnd'], name);
+    assert.deepEqual(worker.posted[2].args, [big.length]);
+    const sent = worker.posted.filter(({ op }) => op === 'loadGgufPiece');
+    const batches = sent.map(({ args }) => args[0]);
+    assert.deepEqual(batches.map((p) => p.length), [4 << 20, 4 << 20, big.length - (8 << 20)], name);
+    // The buffer given back for the first batch carried the third (a byte stream's read moves it).
+    const reused = sent[2].buffer === worker.given[0].buffer || worker.given[0].buffer.byteLength === 0;
+    assert.ok(reused, `${name}: the third batch went in a new buffer, not the one given back`);
+    const joined = new Uint8Array(big.length);
+    batches.reduce((at, p) => (joined.set(p, at), at + p.length), 0);
+    assert.deepEqual(joined, big, name);
+    assert.deepEqual(progress, [4 << 20, 8 << 20, big.length], name);
+    await assert.rejects(engine.loadGguf(source(), -3), { name: 'RangeError' });
+    engine.terminate();
+  }
 });
 
 test('head detectors: the default sequence and every head’s scores are PyTorch’s', () => {

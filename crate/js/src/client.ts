@@ -3,7 +3,7 @@
 // is closed or released here; garbage collection of the handle does that too, later.
 import * as check from './check.js';
 import { EngineCrashedError } from './crash.js';
-import { iteratePieces, type Pieces } from './pieces.js';
+import { readBatches, type Pieces } from './pieces.js';
 import { ReplyBuffer, type Taken } from './reply.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type {
@@ -298,42 +298,29 @@ export class GptlensWorker {
     { backend = this.requested, onProgress }: { backend?: BackendChoice; onProgress?: (bytesRead: number) => void } = {},
   ): Promise<ModelInfo> {
     await this.connection.call('loadGgufBegin', check.byteCount(fileBytes, 'fileBytes'));
-    let batch = new Uint8Array(BATCH_BYTES);
-    let filled = 0;
     let sent = 0;
     /** The batch the worker is putting into the weights while the next one is read here. */
     let inWorker: Promise<void> | undefined;
-    const send = async () => {
-      const piece = batch.subarray(0, filled);
-      // A whole buffer moves; a partly filled one is copied (only the last batch is).
-      const moved = filled === batch.byteLength;
-      const bytes = filled;
-      const request = this.connection.request('loadGgufPiece', [moved ? batch : piece.slice()], moved ? [batch.buffer] : []).then(() => {
-        sent += bytes;
-        onProgress?.(sent);
-      });
-      // Its failure is thrown where it is awaited: below, or after the last batch.
-      request.catch(() => {});
-      if (moved) batch = new Uint8Array(BATCH_BYTES);
-      filled = 0;
-      // Reading and parsing overlap: one batch in the worker, the next filling here (one at a
-      // time, the 98 MB SmolLM2 file took 0.85–1.0 s to load in Chromium; reading it alone took
-      // 0.25–0.3 s and loading it whole 0.4 s).
-      const previous = inWorker;
-      inWorker = request;
-      await previous;
-    };
+    /** Batches the worker has put into the weights and given back, to be filled again. */
+    const returned: Uint8Array[] = [];
     try {
-      for await (const piece of iteratePieces(pieces)) {
-        for (let at = 0; at < piece.byteLength; ) {
-          const n = Math.min(piece.byteLength - at, BATCH_BYTES - filled);
-          batch.set(piece.subarray(at, at + n), filled);
-          filled += n;
-          at += n;
-          if (filled === BATCH_BYTES) await send();
-        }
+      for await (const batch of readBatches(pieces, BATCH_BYTES, returned)) {
+        // Moved, not copied: a batch owns its buffer (the last one's is longer than its bytes).
+        const bytes = batch.byteLength;
+        const request = this.connection.request('loadGgufPiece', [batch], [batch.buffer]).then((emptied) => {
+          returned.push(emptied);
+          sent += bytes;
+          onProgress?.(sent);
+        });
+        // Its failure is thrown where it is awaited: below, or after the last batch.
+        request.catch(() => {});
+        // Reading and parsing overlap: one batch in the worker, the next filling here (one at a
+        // time, the 98 MB SmolLM2 file took 0.85–1.0 s to load in Chromium; reading it alone took
+        // 0.25–0.3 s and loading it whole 0.4 s).
+        const previous = inWorker;
+        inWorker = request;
+        await previous;
       }
-      if (filled > 0) await send();
       await inWorker;
     } catch (error) {
       // A failed read (the network) leaves a partial model in the worker: let it go.

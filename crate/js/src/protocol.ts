@@ -56,7 +56,8 @@ export interface Operations {
   load: { args: [files: ModelFiles, backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } };
   /** A .gguf loaded as it arrives: `loadGgufBegin`, its pieces in order, `loadGgufEnd`. */
   loadGgufBegin: { args: [fileBytes: number]; result: void };
-  loadGgufPiece: { args: [piece: Uint8Array]; result: void };
+  /** The result is the piece's whole buffer, given back to carry a later piece. */
+  loadGgufPiece: { args: [piece: Uint8Array]; result: Uint8Array };
   loadGgufEnd: { args: [backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } };
   loadGgufCancel: { args: []; result: void };
   /** Bytes of the engine's WebAssembly memory (it grows, never shrinks). */

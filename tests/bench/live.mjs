@@ -71,9 +71,10 @@ function address(url, model, prompt) {
 
 /**
  * Navigation → first probabilities painted, in ms (`ms`), and its parts: until the page asks for
- * the model (`boot`), the model's load (`load`; of it, `worker`: starting its Worker), the
- * prompt's first forward pass in the Worker (`forward`, `tokens` computed), and the rest
- * (encoding, the next token, the answer's way back, the views and their paint).
+ * the model (`boot`), the model's load (`load`; of it, `workerWait`: waiting for its Worker,
+ * whose own start, `worker`, begins as the page opens), the prompt's first forward pass in the
+ * Worker (`forward`, `tokens` computed), and the rest (encoding, the next token, the answer's way
+ * back, the views and their paint).
  */
 async function coldStart(page, url, model) {
   await page.goto(address(url, model, PROMPTS[model] ?? PROMPTS.default));
@@ -82,10 +83,11 @@ async function coldStart(page, url, model) {
     const ms = performance.getEntriesByName('gptlens:first-probabilities')[0].startTime;
     const load = performance.getEntriesByName('gptlens:load')[0];
     const forward = performance.getEntriesByName('gptlens:stage:forward')[0];
-    const worker = performance.getEntriesByName('gptlens:worker-start')[0]?.duration;
+    const worker = performance.getEntriesByName('gptlens:worker-start')[0];
+    const workerWait = load && worker ? Math.max(0, worker.startTime + worker.duration - load.startTime) : undefined;
     const boot = load?.startTime;
     const rest = load && forward ? ms - load.startTime - load.duration - forward.duration : undefined;
-    return { ms, boot, load: load?.duration, worker, forward: forward?.duration, tokens: forward?.detail?.computed, rest };
+    return { ms, boot, load: load?.duration, worker: worker?.duration, workerWait, forward: forward?.duration, tokens: forward?.detail?.computed, rest };
   });
 }
 
@@ -236,7 +238,8 @@ function report({ model, cold, warm, runs, traced }) {
     ...[
       ['until the page asks for the model', 'boot'],
       ['the model loaded (its Worker started, the file read into the weights, the views built)', 'load'],
-      ['of the load: starting its Worker (the wasm module, the thread pool)', 'worker'],
+      ['of the load: waiting for its Worker', 'workerWait'],
+      ["its Worker's start, begun as the page opens (the wasm module, the thread pool)", 'worker'],
       [`the prompt's first forward pass (${warm[0]?.tokens ?? '?'} positions)`, 'forward'],
       ['the rest (encoding, next token, the answer back, views, paint)', 'rest'],
     ].map(([label, part]) => {

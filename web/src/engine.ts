@@ -61,6 +61,11 @@ interface EngineOptions {
   backend: BackendChoice;
 }
 
+/** The Worker started ahead of the next load (see Engine.prestart). */
+let spare: { options: EngineOptions; client: Promise<GptlensWorker> } | undefined;
+
+const sameOptions = (a: EngineOptions, b: EngineOptions) => a.threads === b.threads && a.backend === b.backend;
+
 export class Engine {
   private readonly labelCache = new Map<number, string>();
   private readonly embeddings = new Map<string, Float32Array>();
@@ -98,10 +103,26 @@ export class Engine {
     return Engine.start(options, (client) => client.loadGguf(body, fileBytes, { onProgress: options.onProgress }));
   }
 
-  private static async start({ threads, backend }: EngineOptions, load: (client: GptlensWorker) => Promise<ModelInfo>): Promise<Engine> {
+  /**
+   * Starts the Worker the next load with `options` will take, before the load knows its files: its
+   * start (the wasm module, the thread pool: 0.3–0.4 s of SmolLM2's cold start here) then overlaps
+   * the page's own start and the wait for the model file's first response. A Worker started for
+   * other options is stopped.
+   */
+  static prestart(options: EngineOptions): void {
+    if (spare && sameOptions(spare.options, options)) return;
+    spare?.client.then((client) => client.terminate(), () => {});
     const started = performance.now();
-    const client = await createWorkerClient(threads === undefined ? { backend } : { threads, backend });
-    workerStarted(started);
+    const client = createWorkerClient(options.threads === undefined ? { backend: options.backend } : { threads: options.threads, backend: options.backend });
+    client.then(() => workerStarted(started), () => {});
+    spare = { options, client };
+  }
+
+  private static async start(options: EngineOptions, load: (client: GptlensWorker) => Promise<ModelInfo>): Promise<Engine> {
+    Engine.prestart(options);
+    const taken = spare!.client;
+    spare = undefined;
+    const client = await taken;
     try {
       const info = await load(client);
       return new Engine(client, info, await client.session());

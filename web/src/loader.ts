@@ -25,6 +25,14 @@ export class Loader {
   ) {}
 
   /**
+   * Starts the Worker the next load will take, so that its start overlaps whatever comes before
+   * that load knows its files (the page's start, the catalog, the file's first response).
+   */
+  prepare(): void {
+    Engine.prestart({ threads: this.threads, backend: this.store.state.backend });
+  }
+
+  /**
    * The current model again, on `backend` (the prompt stays and runs again). When that fails
    * (no WebGPU), the model stays where it runs and the error says why.
    */
@@ -74,6 +82,7 @@ export class Loader {
         if (ticket === this.latest) this.store.set({ loading: { label: reading, fraction } });
       };
       const started = performance.now();
+      this.prepare();
       let engine: Engine;
       let bytes: number;
       const gguf = await openGguf(resolved);

@@ -125,6 +125,8 @@ const loader = new Loader(
   viewsReady,
 );
 live.onCrash = (trap) => void loader.restart(trap);
+// The engine's Worker starts now, while the page builds itself and asks for its catalog and model.
+loader.prepare();
 
 const themeToggle = panel('theme-toggle');
 themeToggle.addEventListener('click', () => store.set({ theme: store.state.theme === 'dark' ? 'light' : 'dark' }));

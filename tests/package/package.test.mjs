@@ -287,8 +287,11 @@ test('sampling parameters and seeds: typed errors for every field, in sampleNext
   session.free();
 });
 
-/** A Worker stand-in: answers init and load like the engine's worker, records every other request. */
-function fakeWorker(info = { ...model.info() }) {
+/**
+ * A Worker stand-in: answers init and load like the engine's worker, records every other request.
+ * `refuse` names requests it answers with an error instead.
+ */
+function fakeWorker(info = { ...model.info() }, { refuse = [] } = {}) {
   const posted = [];
   const given = [];
   const listeners = [];
@@ -322,7 +325,8 @@ function fakeWorker(info = { ...model.info() }) {
         trainerTrain: [],
         trainerUseModel: { info: { ...info, vocabSize: 256, name: 'trained in the page' }, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
       }[op];
-      queueMicrotask(() => listeners.forEach((listener) => listener({ data: { id, op, ok: true, result } })));
+      const data = refuse.includes(op) ? { id, op, ok: false, error: { name: 'Error', message: `${op} refused` } } : { id, op, ok: true, result };
+      queueMicrotask(() => listeners.forEach((listener) => listener({ data })));
     },
     terminate() {},
   };
@@ -695,6 +699,9 @@ test('the worker client sends a streamed .gguf in batches of at most 4 MiB, in o
       return new ReadableStream({
         type: 'bytes',
         pull(controller) {
+          // Without a reader that brings its own buffer, a byte stream with no chunk size of its
+          // own has no request here: the batch would be copied.
+          assert.ok(controller.byobRequest, 'a byte stream is read into the batch');
           const view = controller.byobRequest.view;
           const n = Math.min(view.byteLength, 777_777, big.length - at);
           view.set(big.subarray(at, at + n));
@@ -719,14 +726,49 @@ test('the worker client sends a streamed .gguf in batches of at most 4 MiB, in o
     const sent = worker.posted.filter(({ op }) => op === 'loadGgufPiece');
     const batches = sent.map(({ args }) => args[0]);
     assert.deepEqual(batches.map((p) => p.length), [4 << 20, 4 << 20, big.length - (8 << 20)], name);
-    // The buffer given back for the first batch carried the third (a byte stream's read moves it).
-    const reused = sent[2].buffer === worker.given[0].buffer || worker.given[0].buffer.byteLength === 0;
-    assert.ok(reused, `${name}: the third batch went in a new buffer, not the one given back`);
+    // The buffer given back for the first batch carried the third: a byte stream's read moved it
+    // into the stream and back (so it is detached here), anything else was copied into it.
+    const read = name === 'a Blob' || name.startsWith('a byte stream');
+    const reused = read ? worker.given[0].buffer.byteLength === 0 : sent[2].buffer === worker.given[0].buffer;
+    assert.ok(reused, `${name}: the third batch was not ${read ? 'read' : 'copied'} into the buffer given back`);
     const joined = new Uint8Array(big.length);
     batches.reduce((at, p) => (joined.set(p, at), at + p.length), 0);
     assert.deepEqual(joined, big, name);
     assert.deepEqual(progress, [4 << 20, 8 << 20, big.length], name);
     await assert.rejects(engine.loadGguf(source(), -3), { name: 'RangeError' });
+    engine.terminate();
+  }
+});
+
+test('a streamed .gguf the worker refuses cancels its source, whatever kind it is', async () => {
+  const piece = new Uint8Array(1 << 20).fill(7);
+  const kinds = {
+    'a byte stream': (cancelled) =>
+      new ReadableStream({
+        type: 'bytes',
+        pull(controller) {
+          controller.byobRequest.view.fill(7);
+          controller.byobRequest.respond(controller.byobRequest.view.byteLength);
+        },
+        cancel: () => cancelled.push(true),
+      }),
+    'a stream of pieces': (cancelled) => new ReadableStream({ pull: (controller) => controller.enqueue(piece.slice()), cancel: () => cancelled.push(true) }),
+    'an async iterable': (cancelled) =>
+      (async function* () {
+        try {
+          for (;;) yield piece.slice();
+        } finally {
+          cancelled.push(true);
+        }
+      })(),
+  };
+  for (const [name, source] of Object.entries(kinds)) {
+    const engine = await createWorkerClient({ worker: fakeWorker(undefined, { refuse: ['loadGgufPiece'] }) });
+    const cancelled = [];
+    const pieces = source(cancelled);
+    await assert.rejects(engine.loadGguf(pieces, 64 << 20), /loadGgufPiece refused/, name);
+    assert.deepEqual(cancelled, [true], `${name}: the source was left open`);
+    if (pieces instanceof ReadableStream) assert.equal(pieces.locked, false, name);
     engine.terminate();
   }
 });

@@ -266,14 +266,17 @@ test('a first visit opens gptlens’s own Shakespeare model from the repository:
   const part = await page.evaluate(() =>
     Object.fromEntries(
       ['worker-start', 'load', 'first-probabilities'].map((name) => {
-        const [entry] = performance.getEntriesByName(`gptlens:${name}`);
-        return [name, entry && { start: entry.startTime, end: entry.startTime + entry.duration }];
+        const entries = performance.getEntriesByName(`gptlens:${name}`);
+        const [entry] = entries;
+        return [name, entry && { start: entry.startTime, end: entry.startTime + entry.duration, count: entries.length }];
       }),
     ),
   );
   const { 'worker-start': worker, load, 'first-probabilities': first } = part;
   assert.ok(worker && load && first, JSON.stringify(part));
   assert.ok(worker.start < load.start && worker.end <= load.end && load.end <= first.start, JSON.stringify(part));
+  // One Worker started: the one begun as the page opened is the one the load ran on.
+  assert.equal(worker.count, 1, JSON.stringify(part));
   trace.free();
   shipped.free();
   await page.close();

@@ -61,10 +61,36 @@ interface EngineOptions {
   backend: BackendChoice;
 }
 
+/** A Worker being started, with when its start began and (once it has) ended. */
+interface Starting {
+  options: EngineOptions;
+  client: Promise<GptlensWorker>;
+  began: number;
+  ready?: number;
+}
+
 /** The Worker started ahead of the next load (see Engine.prestart). */
-let spare: { options: EngineOptions; client: Promise<GptlensWorker> } | undefined;
+let spare: Starting | undefined;
 
 const sameOptions = (a: EngineOptions, b: EngineOptions) => a.threads === b.threads && a.backend === b.backend;
+
+function startWorker(options: EngineOptions): Starting {
+  const began = performance.now();
+  const client = createWorkerClient(options.threads === undefined ? { backend: options.backend } : { threads: options.threads, backend: options.backend });
+  const starting: Starting = { options, client, began };
+  client.then(
+    () => {
+      starting.ready = performance.now();
+    },
+    () => {
+      // A spare that failed to start is not handed to the next load, which starts its own instead
+      // (the failure may have passed: the page's own files still arriving); a load that took it
+      // has the failure from `start`.
+      if (spare === starting) spare = undefined;
+    },
+  );
+  return starting;
+}
 
 export class Engine {
   private readonly labelCache = new Map<number, string>();
@@ -99,8 +125,16 @@ export class Engine {
    * `load` for a lone .gguf read as it arrives (`fileBytes` long): its pieces go to the Worker as
    * they come and into the weights there, so neither the page nor the Worker holds the file whole.
    */
-  static loadGguf(body: ReadableStream<Uint8Array>, fileBytes: number, options: EngineOptions & { onProgress: (bytesRead: number) => void }): Promise<Engine> {
-    return Engine.start(options, (client) => client.loadGguf(body, fileBytes, { onProgress: options.onProgress }));
+  static async loadGguf(body: ReadableStream<Uint8Array>, fileBytes: number, options: EngineOptions & { onProgress: (bytesRead: number) => void }): Promise<Engine> {
+    try {
+      return await Engine.start(options, (client) => client.loadGguf(body, fileBytes, { onProgress: options.onProgress }));
+    } catch (error) {
+      // A load that failed before reading the body to its end (no Worker, a bad file) cancels it,
+      // letting go of the connection and what it had buffered (a stream the load read to its end
+      // or cancelled already: nothing happens).
+      await body.cancel().catch(() => {});
+      throw error;
+    }
   }
 
   /**
@@ -112,17 +146,25 @@ export class Engine {
   static prestart(options: EngineOptions): void {
     if (spare && sameOptions(spare.options, options)) return;
     spare?.client.then((client) => client.terminate(), () => {});
-    const started = performance.now();
-    const client = createWorkerClient(options.threads === undefined ? { backend: options.backend } : { threads: options.threads, backend: options.backend });
-    client.then(() => workerStarted(started), () => {});
-    spare = { options, client };
+    spare = startWorker(options);
   }
 
+  /**
+   * Loads with the spare Worker if it was started for `options`, else with one of its own: a spare
+   * for other options is left to the load it was started for (two loads of different options
+   * would otherwise stop each other's Workers and start them again).
+   */
   private static async start(options: EngineOptions, load: (client: GptlensWorker) => Promise<ModelInfo>): Promise<Engine> {
-    Engine.prestart(options);
-    const taken = spare!.client;
-    spare = undefined;
-    const client = await taken;
+    let taken: Starting;
+    if (spare && sameOptions(spare.options, options)) {
+      taken = spare;
+      spare = undefined;
+    } else {
+      taken = startWorker(options);
+    }
+    const client = await taken.client;
+    // Only the Worker a load runs on is measured (a spare stopped unused is not).
+    workerStarted(taken.began, taken.ready ?? performance.now());
     try {
       const info = await load(client);
       return new Engine(client, info, await client.session());

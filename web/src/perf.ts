@@ -11,7 +11,8 @@ const FIRST_PROBABILITIES = 'gptlens:first-probabilities';
  * started, the file read into the weights, the views built). With the first run's forward stage
  * it splits a cold start into its parts (npm run bench:live reports them). */
 const MODEL_LOAD = 'gptlens:load';
-/** Measured once per model, inside its load: starting its Worker (the wasm module, the thread pool). */
+/** Measured once per model: the start of the Worker its load runs on (the wasm module, the thread
+ * pool), begun when the page opened or the load began (`Engine.prestart`), so maybe before the load. */
 const WORKER_START = 'gptlens:worker-start';
 
 /**
@@ -44,8 +45,8 @@ export function modelLoaded(start: number): number {
 }
 
 /** Measures a Worker's start, begun at `start`, ending now. */
-export function workerStarted(start: number): void {
-  performance.measure(WORKER_START, { start, end: performance.now() });
+export function workerStarted(start: number, end: number): void {
+  performance.measure(WORKER_START, { start, end });
 }
 
 let firstProbabilities = false;

@@ -11,11 +11,23 @@ export async function* iteratePieces(pieces: Pieces): AsyncGenerator<Uint8Array>
     return;
   }
   const reader = pieces.getReader();
+  let ended = false;
   try {
     for (let piece = await reader.read(); !piece.done; piece = await reader.read()) yield piece.value;
+    ended = true;
   } finally {
-    reader.releaseLock();
+    await letGo(reader, ended);
   }
+}
+
+/**
+ * Releases a reader, cancelling its stream first when it was left before its end (a load that
+ * failed or stopped early): an unlocked, unread body would hold its connection and whatever it
+ * had buffered of a 100–250 MB file until collected. (An async iterable is closed by `for await`.)
+ */
+async function letGo(reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader, ended: boolean): Promise<void> {
+  if (!ended) await reader.cancel().catch(() => {});
+  reader.releaseLock();
 }
 
 /**
@@ -34,11 +46,13 @@ export async function* readBatches(pieces: Pieces, batchBytes: number, returned:
   let batch = empty();
   let filled = 0;
   if (reader) {
+    let ended = false;
     try {
       for (;;) {
         const { value, done } = await reader.read(batch.subarray(filled));
-        // No view back: the stream was cancelled, and what it had read is gone with it.
-        if (!value) return;
+        // No view back: the stream was cancelled (not through this reader, which holds its lock),
+        // and what it had read is gone with it.
+        if (!value) throw new Error(`the stream was cancelled after ${filled} bytes of a batch; the file is incomplete`);
         // The read moved the batch's buffer into `value`.
         batch = new Uint8Array(value.buffer, 0, batchBytes);
         filled += value.byteLength;
@@ -49,8 +63,9 @@ export async function* readBatches(pieces: Pieces, batchBytes: number, returned:
           filled = 0;
         }
       }
+      ended = true;
     } finally {
-      reader.releaseLock();
+      await letGo(reader, ended);
     }
   } else {
     for await (const piece of iteratePieces(pieces)) {

@@ -44,7 +44,7 @@ export function modelLoaded(start: number): number {
   return performance.measure(MODEL_LOAD, { start, end: performance.now() }).duration;
 }
 
-/** Measures a Worker's start, begun at `start`, ending now. */
+/** Measures a Worker's start, from `start` to `end` (when its client was ready). */
 export function workerStarted(start: number, end: number): void {
   performance.measure(WORKER_START, { start, end });
 }

@@ -62,6 +62,31 @@ pub fn matmul(
     matmuls(out, ld, x, &[Part { w, bias, n_out, at: 0 }], n_tok, n_in, room);
 }
 
+/// Runs the packed-matrix tiles a while on dummy rows, so that a JIT which optimizes a function
+/// only once it has run a while (V8's tiers for wasm) has them optimized before a model's first
+/// pass. Without it the page's first pass ran the tile function, where 80–87 % of a pass goes,
+/// unoptimized until V8's optimized compile, on the cores the pass kept busy, was done. In wasm
+/// one tile function serves every packed type and both prefill and decode (the type is a value),
+/// so Q4_1 rows of four tokens and one stand for all. The results are thrown away.
+pub fn warm_up() {
+    const ROWS: usize = 64;
+    const N_IN: usize = 256;
+    const N_TOK: usize = 5;
+    // Enough multiply-adds to use up V8's tiering budget several times over (~10 ms unoptimized).
+    const ROUNDS: usize = 200;
+    let ty = PackedType::Q4_1;
+    let w = vec![0; ty.row_bytes(N_IN).unwrap_or(0) * ROWS];
+    let x = vec![0.5; N_TOK * N_IN];
+    let mut out = vec![0.0; N_TOK * ROWS];
+    let mut room = Vec::new();
+    // On the calling thread alone: it is not worth waking another.
+    pool::run_pass(0, || {
+        for _ in 0..ROUNDS {
+            matmul(&mut out, ROWS, &x, WeightRows::Packed(ty, &w), None, N_TOK, N_IN, ROWS, &mut room);
+        }
+    });
+}
+
 /// One matrix of a [`matmuls`] group: its rows (`n_out` of them), its bias, and where its output
 /// starts: `out[at + t·ld + o]`.
 #[derive(Clone, Copy)]
@@ -484,6 +509,12 @@ fn chunk_tokens(n_in: usize) -> usize {
 mod tests {
     use super::*;
     use crate::kernels::quant::dequantize_row;
+
+    #[test]
+    fn warm_up_runs_the_packed_tiles() {
+        // Its shapes go through `matmuls`' checks, which panic on a mismatch.
+        warm_up();
+    }
 
     /// The oracle: three nested loops, sums in f64.
     fn matmul_naive(x: &[f32], w: &[f32], bias: &[f32], n_tok: usize, n_in: usize, n_out: usize) -> Vec<f32> {

@@ -230,9 +230,9 @@ impl GgufHead {
 
 /// Warms the matmul up ([`crate::kernels::matmul::warm_up`]) on the thread pool while a GGUF's
 /// weights are read, where a JIT compiles the engine (wasm) and a pool thread can take it. The
-/// page's SmolLM2, warm HTTP cache, alternating with the build without it (28 pairs of
-/// navigations): the first pass 70 ms and the whole cold start 60 ms faster. Natively there is
-/// nothing to warm, and without a pool it would hold up the load.
+/// page's SmolLM2, warm HTTP cache, alternating with the build without it (three runs of 14
+/// pairs of navigations): the first pass 70–110 ms and the cold start 40–60 ms faster (medians).
+/// Natively there is nothing to warm, and without a pool it would hold up the load.
 fn warm_up_aside() {
     if cfg!(target_arch = "wasm32") && rayon::current_num_threads() >= 2 {
         rayon::spawn(crate::kernels::matmul::warm_up);

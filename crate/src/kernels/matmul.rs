@@ -72,7 +72,8 @@ pub fn warm_up() {
     const ROWS: usize = 64;
     const N_IN: usize = 256;
     const N_TOK: usize = 5;
-    // Enough multiply-adds to use up V8's tiering budget several times over (~10 ms unoptimized).
+    // By the size of the tile loop's body, several times V8's tiering budget (its
+    // `--wasm-tiering-budget`, about 13 MB of code run), and a few ms of work.
     const ROUNDS: usize = 200;
     let ty = PackedType::Q4_1;
     let w = vec![0; ty.row_bytes(N_IN).unwrap_or(0) * ROWS];

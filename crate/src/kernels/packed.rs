@@ -43,6 +43,8 @@
 //! over the blocks in order, then [`fold_lanes`]. The code here is that definition, the fallback
 //! on every target, and the oracle the SIMD128 and AVX2 twins are tested against.
 
+use std::mem::MaybeUninit;
+
 use super::quant::{f16_at, q5_values, GgmlType};
 use super::{fold_lanes, pool, LANES};
 
@@ -134,42 +136,49 @@ pub fn pack(source: GgmlType, file_bytes: &[u8], out: &mut Vec<u8>) {
         file_bytes.len(),
         source.name()
     );
-    // Sized once and written in place, a block's words built from whole bytes: loading packs
-    // every matrix of a model (~100 MB for SmolLM2), and appending a few bytes at a time, a
-    // weight at a time, made its load in Node 1.7× as long (0.13 s against 0.08 s).
-    let start = out.len();
-    let end = (file_bytes.len() / file_block)
+    let blocks = file_bytes.len() / file_block;
+    let len = blocks
         .checked_mul(ty.block_bytes())
-        .and_then(|bytes| bytes.checked_add(start))
-        .unwrap_or_else(|| panic!("{} packed bytes after {start} overflow", source.name()));
-    out.resize(end, 0);
+        .filter(|len| out.len().checked_add(*len).is_some())
+        .unwrap_or_else(|| panic!("{} packed bytes after {} overflow", source.name(), out.len()));
+    // Written once, in place, into room not zeroed first (the loader's buffer is reserved whole
+    // for the model): a fill before the packing would write the ~100 MB twice, and first touch
+    // (fault in) its fresh pages on one thread, where the packing below spreads over the pool
+    // (SmolLM2's cold start in the page: faster in 30 of 40 alternating pairs, by 50–110 ms).
+    // Appending a few bytes at a time instead, a weight at a time, made SmolLM2's load in Node
+    // 1.7× as long (0.13 s against 0.08 s).
+    out.reserve(len);
+    let room = &mut out.spare_capacity_mut()[..len];
     // Loading is otherwise one thread's work while the pool's threads wait for the first pass: a
     // piece of a streamed file (4 MiB in the page) is packed by all of them, a run of blocks each.
     let (packed_block, run) = (ty.block_bytes(), PACK_RUN_BLOCKS);
-    let blocks = file_bytes.len() / file_block;
     let (whole_runs, rest) = (blocks / run, blocks % run);
-    let packed = &mut out[start..];
     let (in_runs, in_rest) = file_bytes.split_at(whole_runs * run * file_block);
-    let (out_runs, out_rest) = packed.split_at_mut(whole_runs * run * packed_block);
+    let (out_runs, out_rest) = room.split_at_mut(whole_runs * run * packed_block);
     pool::for_each_chunk(whole_runs, (out_runs, run * packed_block), |i, out_run| {
         let in_run = &in_runs[i * run * file_block..(i + 1) * run * file_block];
         pack_blocks(source, ty, in_run, out_run);
     });
     debug_assert_eq!(in_rest.len(), rest * file_block);
     pack_blocks(source, ty, in_rest, out_rest);
+    // SAFETY: `room` was `len` bytes of `out`'s spare capacity, and `pack_blocks` wrote every one
+    // of them: its runs and rest tile `room`, and it writes each packed block whole.
+    unsafe { out.set_len(out.len() + len) };
 }
 
 /// Blocks packed by one task of [`pack`]: 4,096 blocks are 96 KiB of packed Q4_1, ~0.1 ms of
 /// work (natively ~19 ns a block), enough to repay handing a task to another thread.
 const PACK_RUN_BLOCKS: usize = 4096;
 
-/// `file_bytes` (whole blocks of `source`) packed as `ty` into `out`, exactly its size.
-fn pack_blocks(source: GgmlType, ty: PackedType, file_bytes: &[u8], out: &mut [u8]) {
+/// `file_bytes` (whole blocks of `source`) packed as `ty` into `out`, exactly their size: every
+/// byte of `out` is written.
+fn pack_blocks(source: GgmlType, ty: PackedType, file_bytes: &[u8], out: &mut [MaybeUninit<u8>]) {
+    assert_eq!(out.len(), file_bytes.len() / source.block_bytes() * ty.block_bytes());
     for (block, packed) in file_bytes.chunks_exact(source.block_bytes()).zip(out.chunks_exact_mut(ty.block_bytes())) {
         // The scale (and min): f16, widened exactly as the file decoder does.
-        packed[..4].copy_from_slice(&f16_at(block, 0).to_le_bytes());
+        packed[..4].write_copy_of_slice(&f16_at(block, 0).to_le_bytes());
         let words = if ty.has_min() {
-            packed[4..8].copy_from_slice(&f16_at(block, 2).to_le_bytes());
+            packed[4..8].write_copy_of_slice(&f16_at(block, 2).to_le_bytes());
             &mut packed[8..]
         } else {
             &mut packed[4..]
@@ -179,8 +188,11 @@ fn pack_blocks(source: GgmlType, ty: PackedType, file_bytes: &[u8], out: &mut [u
         } else {
             nibble_words(&block[block.len() - 16..])
         };
+        // The words fill the rest of the block: all eight (32 bytes) for byte lanes, the first
+        // four (16 bytes) for nibbles, where `zip` stops.
+        debug_assert_eq!(words.len(), if ty.bytes() { 32 } else { 16 });
         for (word, bytes) in lanes.iter().zip(words.chunks_exact_mut(4)) {
-            bytes.copy_from_slice(&word.to_le_bytes());
+            bytes.write_copy_of_slice(&word.to_le_bytes());
         }
     }
 }

@@ -136,19 +136,19 @@ pub fn pack(source: GgmlType, file_bytes: &[u8], out: &mut Vec<u8>) {
         file_bytes.len(),
         source.name()
     );
-    let blocks = file_bytes.len() / file_block;
-    let len = blocks
+    let (blocks, start) = (file_bytes.len() / file_block, out.len());
+    let end = blocks
         .checked_mul(ty.block_bytes())
-        .filter(|len| out.len().checked_add(*len).is_some())
-        .unwrap_or_else(|| panic!("{} packed bytes after {} overflow", source.name(), out.len()));
+        .and_then(|bytes| bytes.checked_add(start))
+        .unwrap_or_else(|| panic!("{} packed bytes after {start} overflow", source.name()));
     // Written once, in place, into room not zeroed first (the loader's buffer is reserved whole
     // for the model): a fill before the packing would write the ~100 MB twice, and first touch
     // (fault in) its fresh pages on one thread, where the packing below spreads over the pool
     // (SmolLM2's cold start in the page: faster in 30 of 40 alternating pairs, by 50–110 ms).
     // Appending a few bytes at a time instead, a weight at a time, made SmolLM2's load in Node
     // 1.7× as long (0.13 s against 0.08 s).
-    out.reserve(len);
-    let room = &mut out.spare_capacity_mut()[..len];
+    out.reserve(end - start);
+    let room = &mut out.spare_capacity_mut()[..end - start];
     // Loading is otherwise one thread's work while the pool's threads wait for the first pass: a
     // piece of a streamed file (4 MiB in the page) is packed by all of them, a run of blocks each.
     let (packed_block, run) = (ty.block_bytes(), PACK_RUN_BLOCKS);
@@ -161,9 +161,10 @@ pub fn pack(source: GgmlType, file_bytes: &[u8], out: &mut Vec<u8>) {
     });
     debug_assert_eq!(in_rest.len(), rest * file_block);
     pack_blocks(source, ty, in_rest, out_rest);
-    // SAFETY: `room` was `len` bytes of `out`'s spare capacity, and `pack_blocks` wrote every one
-    // of them: its runs and rest tile `room`, and it writes each packed block whole.
-    unsafe { out.set_len(out.len() + len) };
+    // SAFETY: `room` was the `end − start` bytes of `out`'s spare capacity after its `start`
+    // bytes, and `pack_blocks` wrote every one of them: its runs and rest tile `room`, and it
+    // writes each packed block whole.
+    unsafe { out.set_len(end) };
 }
 
 /// Blocks packed by one task of [`pack`]: 4,096 blocks are 96 KiB of packed Q4_1, ~0.1 ms of

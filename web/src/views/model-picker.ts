@@ -146,7 +146,7 @@ export function mountModelPicker(root: HTMLElement, progressRoot: HTMLElement, s
       if (state.loading) {
         const { fraction } = state.loading;
         progress.classList.toggle('indeterminate', fraction === undefined);
-        bar.style.width = fraction === undefined ? '' : `${(fraction * 100).toFixed(1)}%`;
+        bar.style.transform = fraction === undefined ? '' : `scaleX(${fraction.toFixed(3)})`;
         label.textContent = fraction === undefined ? `${state.loading.label}…` : `${state.loading.label} · ${Math.round(fraction * 100)}%`;
       }
     }

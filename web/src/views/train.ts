@@ -129,26 +129,35 @@ export function mountTrain(root: HTMLElement, store: Store, loader: Loader, thre
     body.hidden = !body.hidden;
     expand.setAttribute('aria-expanded', String(!body.hidden));
     expand.textContent = body.hidden ? 'Show' : 'Hide';
-    if (!body.hidden) draw();
+    if (body.hidden) return;
+    offerCorpus();
+    draw();
   });
 
   // --- Text sources: the bundled sample, the full corpus when the server has it, a file.
   const texts = new Map<string, TextChoice>([['sample', { name: SAMPLE_NAME, read: async () => new TextEncoder().encode(SAMPLE_TEXT) }]]);
-  void fetch(SHAKESPEARE_URL, { method: 'HEAD' })
-    .then((response) => {
-      if (!response.ok) return;
-      const bytes = Number(response.headers.get('Content-Length'));
-      texts.set('shakespeare', {
-        name: 'Shakespeare (38 plays)',
-        read: async () => {
-          const got = await fetch(SHAKESPEARE_URL);
-          if (!got.ok) throw new Error(`${SHAKESPEARE_URL} answered ${got.status}`);
-          return new Uint8Array(await got.arrayBuffer());
-        },
-      });
-      textSelect.append(h('option', { value: 'shakespeare' }, `Shakespeare (38 plays) · ${formatBytes(bytes)}`));
-    })
-    .catch(() => {});
+  // Whether the server has the full corpus is asked when the panel is first opened, not while the
+  // page starts and loads its model.
+  let corpusAsked = false;
+  const offerCorpus = () => {
+    if (corpusAsked) return;
+    corpusAsked = true;
+    void fetch(SHAKESPEARE_URL, { method: 'HEAD' })
+      .then((response) => {
+        if (!response.ok) return;
+        const bytes = Number(response.headers.get('Content-Length'));
+        texts.set('shakespeare', {
+          name: 'Shakespeare (38 plays)',
+          read: async () => {
+            const got = await fetch(SHAKESPEARE_URL);
+            if (!got.ok) throw new Error(`${SHAKESPEARE_URL} answered ${got.status}`);
+            return new Uint8Array(await got.arrayBuffer());
+          },
+        });
+        textSelect.append(h('option', { value: 'shakespeare' }, `Shakespeare (38 plays) · ${formatBytes(bytes)}`));
+      })
+      .catch(() => {});
+  };
   const useFile = (file: File) => {
     texts.set('file', { name: file.name, read: async () => new Uint8Array(await file.arrayBuffer()) });
     let option = textSelect.querySelector<HTMLOptionElement>('option[value=file]');

@@ -12,6 +12,8 @@ use crate::formats::{gguf::GgufFile, gguf_config, hf_config, safetensors::Safete
 use crate::model::{GgufFill, Model, Weights};
 use crate::tokenizer::Tokenizer;
 
+pub mod snapshot;
+
 pub struct Checkpoint {
     pub model: Arc<Model>,
     /// `None` when the files hold no tokenizer, or one gptlens cannot read
@@ -138,7 +140,7 @@ impl Checkpoint {
 
     fn gguf_within(bytes: &[u8], budget: &Budget) -> Result<Checkpoint> {
         let file = GgufFile::parse(bytes)?;
-        let mut head = GgufHead::plan(&file, budget)?;
+        let mut head = GgufHead::plan(&file, budget, true)?;
         warm_up_aside();
         // The vocabulary and the weights are independent: built side by side on the pool.
         let (vocabulary, filled) = rayon::join(
@@ -211,9 +213,11 @@ struct GgufHead {
 
 impl GgufHead {
     /// Plans the weights from the header; the tokenizer is built apart ([`tokenizer_of`]).
-    fn plan(file: &GgufFile, budget: &Budget) -> Result<GgufHead> {
+    /// `allocate`: the buffers too, to be filled from the file's tensors; else they come filled
+    /// from a snapshot ([`GgufFill::install`]).
+    fn plan(file: &GgufFile, budget: &Budget, allocate: bool) -> Result<GgufHead> {
         let config = gguf_config::parse(file)?;
-        let fill = GgufFill::plan(&config, file, budget)?;
+        let fill = GgufFill::plan(&config, file, budget, allocate)?;
         let (config, context_cut) = cut_context(config, fill.positions(), budget);
         let name =
             file.metadata("general.name").and_then(|v| v.as_str()).map(str::to_owned).filter(|n| !n.trim().is_empty());
@@ -254,42 +258,53 @@ fn tokenizer_of(file: &GgufFile) -> Vocabulary {
     }
 }
 
+/// Work done on the thread pool while the caller goes on (a GGUF's tokenizer while its weights
+/// stream in, a snapshot's plan while its buffers are read), or already done.
+enum Aside<T> {
+    Done(Box<T>),
+    Running(mpsc::Receiver<T>),
+}
+
+impl<T: Send + 'static> Aside<T> {
+    /// Starts `work` on the thread pool.
+    fn spawn(work: impl FnOnce() -> T + Send + 'static) -> Aside<T> {
+        let (done, receive) = mpsc::sync_channel(1);
+        rayon::spawn(move || {
+            // `work` and what it holds (a header) are let go before its result is sent: a stream
+            // that finishes once it has the tokenizer then holds nothing of the file but the
+            // weights. The receiver is gone when the load was abandoned: nothing waits for this.
+            let _ = done.send(work());
+        });
+        Aside::Running(receive)
+    }
+
+    /// Its result; `None` if the work stopped before it ended.
+    fn wait(self) -> Option<T> {
+        match self {
+            Aside::Done(result) => Some(*result),
+            Aside::Running(receive) => receive.recv().ok(),
+        }
+    }
+}
+
 /// A streamed GGUF's tokenizer: built on the thread pool while the weights stream in, or at once
 /// where there is no other thread. In a fresh Node process, building SmolLM2's took 108 ms of the
 /// 315 ms its file took to go into the weights (profiled before the regex engine went).
-enum TokenizerBuild {
-    Built(Box<Vocabulary>),
-    Building(mpsc::Receiver<Vocabulary>),
+type TokenizerBuild = Aside<Vocabulary>;
+
+/// Starts building, on the thread pool, the tokenizer of the GGUF whose header is in `header`
+/// (parsed again there: a parsed header borrows the bytes).
+fn build_tokenizer_aside(header: Arc<Vec<u8>>, file_len: usize) -> TokenizerBuild {
+    Aside::spawn(move || match GgufFile::parse_header(&header, file_len) {
+        Ok(Some(file)) => tokenizer_of(&file),
+        // The caller parsed these bytes before starting this: not met.
+        Ok(None) | Err(_) => (None, Some("the GGUF header could not be read again".into())),
+    })
 }
 
-impl TokenizerBuild {
-    /// Starts building, on the thread pool, the tokenizer of the GGUF whose header is in
-    /// `header` (parsed again there: a parsed header borrows the bytes).
-    fn start(header: Arc<Vec<u8>>, file_len: usize) -> TokenizerBuild {
-        let (built, receive) = mpsc::sync_channel(1);
-        rayon::spawn(move || {
-            let vocabulary = match GgufFile::parse_header(&header, file_len) {
-                Ok(Some(file)) => tokenizer_of(&file),
-                // The stream parsed these bytes before starting this: not met.
-                Ok(None) | Err(_) => (None, Some("the GGUF header could not be read again".into())),
-            };
-            // The header goes before the answer: a stream that finishes once it has the answer
-            // then holds nothing of the file but the weights.
-            drop(header);
-            // The receiver is gone when the load was abandoned: nothing waits for this.
-            let _ = built.send(vocabulary);
-        });
-        TokenizerBuild::Building(receive)
-    }
-
-    fn wait(self) -> Vocabulary {
-        match self {
-            TokenizerBuild::Built(vocabulary) => *vocabulary,
-            TokenizerBuild::Building(receive) => {
-                receive.recv().unwrap_or_else(|_| (None, Some("the tokenizer's build stopped before it ended".into())))
-            }
-        }
-    }
+/// The tokenizer, once built.
+fn built(tokenizer: TokenizerBuild) -> Vocabulary {
+    tokenizer.wait().unwrap_or_else(|| (None, Some("the tokenizer's build stopped before it ended".into())))
 }
 
 /// A `.gguf` checkpoint loaded from its bytes as they arrive (a download, a file read in pieces):
@@ -317,6 +332,10 @@ pub struct GgufStream {
     received: usize,
     options: LoadOptions,
     state: StreamState,
+    /// Whether to keep the header for a snapshot of the weights ([`GgufStream::keep_header`]),
+    /// and the header once parsed.
+    keep_header: bool,
+    header: Option<snapshot::GgufHeader>,
 }
 
 enum StreamState {
@@ -334,7 +353,13 @@ impl GgufStream {
         let file_len = usize::try_from(file_len)
             .map_err(|_| Error::Gguf(format!("a file of {file_len} bytes does not fit in this address space")))?;
         let state = StreamState::Header { bytes: Vec::new(), next_try: 8 };
-        Ok(GgufStream { file_len, received: 0, options: options.clone(), state })
+        Ok(GgufStream { file_len, received: 0, options: options.clone(), state, keep_header: false, header: None })
+    }
+
+    /// Keeps the file's header (a few MB: its vocabulary) for [`GgufStream::finish_keeping_header`],
+    /// which a snapshot of the weights needs ([`snapshot`]).
+    pub fn keep_header(self) -> GgufStream {
+        GgufStream { keep_header: true, ..self }
     }
 
     /// The file's next bytes. An error (not GGUF, a bad header, over budget, more bytes than
@@ -364,15 +389,19 @@ impl GgufStream {
                 }
                 *next_try = bytes.len().saturating_mul(2);
                 let Some(file) = GgufFile::parse_header(bytes, self.file_len)? else { return Ok(()) };
+                if self.keep_header {
+                    let header = bytes.get(..file.data_start()).unwrap_or(bytes).to_vec();
+                    self.header = Some(snapshot::GgufHeader { bytes: header, file_len: self.file_len });
+                }
                 let budget = Budget::resolve(self.options.memory_budget, bytes.len() as u64)?;
-                let mut head = GgufHead::plan(&file, &budget)?;
+                let mut head = GgufHead::plan(&file, &budget, true)?;
                 warm_up_aside();
                 // With no other thread, built from the header just parsed rather than parsed again.
                 let built_here = (rayon::current_num_threads() < 2).then(|| tokenizer_of(&file));
                 let header = Arc::new(std::mem::take(bytes));
                 let tokenizer = match built_here {
-                    Some(vocabulary) => TokenizerBuild::Built(Box::new(vocabulary)),
-                    None => TokenizerBuild::start(Arc::clone(&header), self.file_len),
+                    Some(vocabulary) => Aside::Done(Box::new(vocabulary)),
+                    None => build_tokenizer_aside(Arc::clone(&header), self.file_len),
                 };
                 head.fill.feed(0, &header)?;
                 self.state = StreamState::Body(Box::new(head), tokenizer);
@@ -383,6 +412,11 @@ impl GgufStream {
 
     /// The checkpoint, once all the file's bytes have come.
     pub fn finish(self) -> Result<Checkpoint> {
+        self.finish_keeping_header().map(|(checkpoint, _)| checkpoint)
+    }
+
+    /// [`GgufStream::finish`], with the file's header when [`GgufStream::keep_header`] asked for it.
+    pub fn finish_keeping_header(self) -> Result<(Checkpoint, Option<snapshot::GgufHeader>)> {
         if self.received < self.file_len {
             return Err(Error::Gguf(format!(
                 "the file ended after {} of its {} bytes (truncated?)",
@@ -390,7 +424,7 @@ impl GgufStream {
             )));
         }
         match self.state {
-            StreamState::Body(head, tokenizer) => head.finish(tokenizer.wait()),
+            StreamState::Body(head, tokenizer) => Ok((head.finish(built(tokenizer))?, self.header)),
             // All bytes came, so the header was parsed (and said why it failed), or a push failed.
             StreamState::Header { .. } | StreamState::Failed => {
                 Err(Error::Gguf("the stream failed earlier; start again".into()))

@@ -16,6 +16,11 @@ pub enum Error {
     #[error("not a valid GGUF file: {0}")]
     Gguf(String),
 
+    /// A stored copy of a model's weights that cannot be used (incomplete, from another version
+    /// of the engine, not matching its header): the model is loaded from its file instead.
+    #[error("the saved copy of the weights cannot be used: {0}")]
+    Snapshot(String),
+
     /// Everything in a GGUF gptlens cannot run, found in one pass over its header: tensors of
     /// types it cannot read (name, type), and the architecture when it is not one it runs.
     #[error("{}", describe_unsupported(architecture.as_deref(), tensors))]

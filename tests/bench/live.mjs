@@ -5,8 +5,12 @@
 // rest of the round trip; views; paint). Three
 // runs per model; figures are pooled over the runs (median, p95) with each run's median beside
 // them. Cold start is navigation → first probabilities painted (`gptlens:first-probabilities`),
-// from an empty HTTP cache and from a warm one. A bench, not a test: it asserts nothing and
-// prints a Markdown report (also written to tests/output/bench-live.md).
+// from an empty HTTP cache and from a warm one (`?snapshot=off`: the file read and packed), and
+// for a .gguf, from a warm one with the snapshot of its packed weights kept in the browser (the
+// page writes it and the bench waits before the warm start; it stops if the page then did not
+// load the snapshot). Each run is a fresh browser profile, whose HTTP cache is on disk. A bench,
+// not a test: it checks no figure, and prints a Markdown report (also written to
+// tests/output/bench-live.md).
 //
 //   LIVE_RUNS=3  LIVE_THREADS=2  LIVE_MODELS=assets/gptlens-shakespeare,fixtures/gpt2-tiny-f32,assets/SmolLM2-135M-Instruct.Q4_1.gguf
 //
@@ -21,6 +25,7 @@
 // builds instead: each run types into every build in turn, alternating, so that a machine whose
 // speed drifts during the bench drifts for all of them; it reports keystroke → redraw per build.
 import { loadavg } from 'node:os';
+import { launchProfile } from '../support/browser.mjs';
 import { servePage } from '../web/page-server.mjs';
 import { PHASES, startTrace } from './keystroke-trace.mjs';
 import { benchEachModel } from './page-models.mjs';
@@ -65,8 +70,9 @@ function instrument() {
   }).observe({ type: 'measure' });
 }
 
-function address(url, model, prompt) {
-  return `${url}/?${new URLSearchParams({ model, prompt, threads: THREADS })}`;
+/** The page on `model` and `prompt`; `snapshot: false` loads a .gguf from its file even where a snapshot of its weights is kept. */
+function address(url, model, prompt, snapshot = true) {
+  return `${url}/?${new URLSearchParams({ model, prompt, threads: THREADS, ...(snapshot ? {} : { snapshot: 'off' }) })}`;
 }
 
 /**
@@ -76,8 +82,8 @@ function address(url, model, prompt) {
  * Worker (`forward`, `tokens` computed), and the rest (encoding, the next token, the answer's way
  * back, the views and their paint).
  */
-async function coldStart(page, url, model) {
-  await page.goto(address(url, model, PROMPTS[model] ?? PROMPTS.default));
+async function coldStart(page, url, model, snapshot = true) {
+  await page.goto(address(url, model, PROMPTS[model] ?? PROMPTS.default, snapshot));
   await page.waitForFunction(() => performance.getEntriesByName('gptlens:first-probabilities').length > 0, null, { timeout: 300_000 });
   return page.evaluate(() => {
     const ms = performance.getEntriesByName('gptlens:first-probabilities')[0].startTime;
@@ -87,7 +93,8 @@ async function coldStart(page, url, model) {
     const workerWait = load && worker ? Math.max(0, worker.startTime + worker.duration - load.startTime) : undefined;
     const boot = load?.startTime;
     const rest = load && forward ? ms - load.startTime - load.duration - forward.duration : undefined;
-    return { ms, boot, load: load?.duration, worker: worker?.duration, workerWait, forward: forward?.duration, tokens: forward?.detail?.computed, rest };
+    const snapshot = load?.detail?.snapshot;
+    return { ms, boot, load: load?.duration, worker: worker?.duration, workerWait, forward: forward?.duration, tokens: forward?.detail?.computed, rest, snapshot };
   });
 }
 
@@ -170,33 +177,59 @@ async function floorRun(page) {
   return page.evaluate(() => window.floor);
 }
 
-async function benchModel(browser, url, model) {
+/** Loads the page with snapshots on and waits until it has written the snapshot of the model's weights. */
+async function writeSnapshot(page, url, model) {
+  await coldStart(page, url, model);
+  await page.waitForFunction(() => performance.getEntriesByName('gptlens:snapshot-kept').length > 0, null, { timeout: 300_000 });
+}
+
+/** A cold start from a warm HTTP cache with the snapshot of the model's weights kept: the page must load it from there. */
+async function fromSnapshot(page, url, model) {
+  const start = await coldStart(page, url, model);
+  if (start.snapshot !== 'restored') throw new Error(`${model}: the page did not load the snapshot it had written (its load says ${start.snapshot})`);
+  return start;
+}
+
+/**
+ * A page in a fresh browser profile, with the page's instruments: its HTTP cache on disk, as a
+ * person's browser has (an incognito context kept no 98 MB model: see `launchProfile`).
+ */
+async function freshPage() {
+  const profile = await launchProfile({ viewport: { width: 1280, height: 800 } });
+  await profile.context.addInitScript(instrument);
+  return { page: await profile.context.newPage(), close: profile.close };
+}
+
+async function benchModel(_browser, url, model) {
   const cold = [];
   const warm = [];
+  const restored = [];
   const runs = [];
   for (let run = 0; run < RUNS; run++) {
-    // A fresh context has an empty HTTP cache: its first navigation is a cold start, the next a warm one.
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    await context.addInitScript(instrument);
-    const page = await context.newPage();
-    cold.push(await coldStart(page, url, model));
-    warm.push(await coldStart(page, url, model));
+    // A fresh profile has an empty HTTP cache: its first navigation is a cold start, the next a warm one.
+    const { page, close } = await freshPage();
+    cold.push(await coldStart(page, url, model, false));
+    // With a snapshot to compare, it is written first: then each measured start, from the file
+    // (warm HTTP cache) and from the snapshot, follows another load of the page.
+    const gguf = model.endsWith('.gguf');
+    if (gguf) await writeSnapshot(page, url, model);
+    warm.push(await coldStart(page, url, model, false));
+    if (gguf) restored.push(await fromSnapshot(page, url, model));
     const typing = await typingRun(page, url, model);
     const floor = await floorRun(page);
     runs.push({ load: loadavg()[0], ...typing, floor: floor.map((f) => f.ms), floorRender: floor.map((f) => f.renderMs) });
-    await context.close();
+    await close();
   }
   let traced;
   if (TRACE) {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    await context.addInitScript(instrument);
-    traced = (await typingRun(await context.newPage(), url, model, true)).frames;
-    await context.close();
+    const { page, close } = await freshPage();
+    traced = (await typingRun(page, url, model, true)).frames;
+    await close();
   }
-  return { model, cold, warm, runs, traced };
+  return { model, cold, warm, restored, runs, traced };
 }
 
-function report({ model, cold, warm, runs, traced }) {
+function report({ model, cold, warm, restored, runs, traced }) {
   const target = TARGETS[model] ?? TARGETS.tiny;
   const redraws = runs.flatMap((run) => run.redraws);
   const median = quantile(redraws, 0.5);
@@ -230,11 +263,17 @@ function report({ model, cold, warm, runs, traced }) {
   const messages = runs.reduce((sum, run) => sum + run.messages, 0);
   const computed = runs.flatMap((run) => run.computed.filter((value) => value !== undefined));
   const longTasks = runs.flatMap((run) => run.longTasks);
-  const [coldMs, warmMs] = [cold, warm].map((starts) => starts.map((start) => start.ms));
+  const [coldMs, warmMs, restoredMs] = [cold, warm, restored].map((starts) => starts.map((start) => start.ms));
   lines.push(
     `| floor: keystroke → next paint with no work (ms) | ${ms(quantile(runs.flatMap((run) => run.floor), 0.5))} | ${ms(quantile(runs.flatMap((run) => run.floor), 0.95))} | ${runs.map((run) => ms(quantile(run.floor, 0.5))).join(' · ')} | |`,
     `| cold start, empty HTTP cache (ms) | ${ms(quantile(coldMs, 0.5))} | | ${coldMs.map(ms).join(' · ')} | |`,
     `| cold start, warm HTTP cache (ms) | ${ms(quantile(warmMs, 0.5))} | | ${warmMs.map(ms).join(' · ')} | ${model.includes('SmolLM2') ? `median ${verdict(quantile(warmMs, 0.5), 1000)}` : ''} |`,
+    ...(restoredMs.length === 0
+      ? []
+      : [
+          `| cold start, warm HTTP cache and the weights' snapshot kept (ms) | ${ms(quantile(restoredMs, 0.5))} | | ${restoredMs.map(ms).join(' · ')} | ${model.includes('SmolLM2') ? `median ${verdict(quantile(restoredMs, 0.5), 1000)}` : ''} |`,
+          `| — of it, the model loaded from the snapshot (ms) | ${ms(quantile(restored.map((start) => start.load), 0.5))} | | ${restored.map((start) => ms(start.load)).join(' · ')} | |`,
+        ]),
     ...[
       ['until the page asks for the model', 'boot'],
       ['the model loaded (its Worker started, the file read into the weights, the views built)', 'load'],
@@ -304,21 +343,19 @@ function floorMoved(perRun) {
 
 const BUILDS = process.env.LIVE_BUILDS?.split(',');
 
-/** LIVE_BUILDS: each run opens every build in turn in a fresh context (an empty-cache start,
+/** LIVE_BUILDS: each run opens every build in turn in a fresh profile (an empty-cache start,
  * then a warm-cache one, measured) and types into it. */
-async function compareBuilds(browser, _url, model) {
+async function compareBuilds(_browser, _url, model) {
   const servers = await Promise.all(BUILDS.map((outDir) => servePage({ limitSeconds: 24 * 3600, outDir })));
   const runs = BUILDS.map(() => []);
   try {
     for (let run = 0; run < RUNS; run++) {
       for (const [i, server] of servers.entries()) {
-        const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-        await context.addInitScript(instrument);
-        const page = await context.newPage();
-        await coldStart(page, server.url, model);
-        const warm = await coldStart(page, server.url, model);
+        const { page, close } = await freshPage();
+        await coldStart(page, server.url, model, false);
+        const warm = await coldStart(page, server.url, model, false);
         runs[i].push({ load: loadavg()[0], warm, ...(await typingRun(page, server.url, model)) });
-        await context.close();
+        await close();
       }
     }
   } finally {

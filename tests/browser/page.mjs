@@ -154,6 +154,67 @@ export async function runGgufStreamed(options, tokens) {
 }
 
 /**
+ * The quantized .gguf fixture loaded through the worker client with a snapshot key, four times,
+ * each in a fresh worker: from the file (the snapshot is then written), from the snapshot (the
+ * body is cancelled, never read), from the file again once the snapshot was cut short here (it is
+ * refused and written anew), and from the new snapshot. Returns each load's snapshot state, logits
+ * and whether its body was read, or the error's message.
+ */
+export async function runGgufSnapshot(options, tokens) {
+  const url = '/tests/fixtures/llama-tiny-q/model.gguf';
+  const key = `${location.origin}${url} test ${crypto.randomUUID()}`;
+  const file = new Uint8Array(await (await fetch(url)).arrayBuffer());
+  const loads = [];
+  async function load() {
+    const engine = await createWorkerClient(options);
+    try {
+      const body = { read: false, cancelled: false };
+      const stream = new ReadableStream(
+        {
+          pull(controller) {
+            body.read = true;
+            controller.enqueue(file.slice());
+            controller.close();
+          },
+          cancel() {
+            body.cancelled = true;
+          },
+        },
+        { highWaterMark: 0 },
+      );
+      await engine.loadGguf(stream, file.byteLength, { snapshotKey: key });
+      const loaded = await engine.snapshotState();
+      const logits = Array.from((await engine.run(Uint32Array.from(tokens), ['logits'])).tensor('logits').data);
+      // Polled slowly: the snapshot is written only once the worker has had no request for a while.
+      let settled = await engine.snapshotState();
+      for (let waited = 0; settled.state === 'writing' && waited < 20000; waited += 500) {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        settled = await engine.snapshotState();
+      }
+      loads.push({ loaded, settled, logits, body, vocab: (await engine.info()).vocabSize });
+    } finally {
+      engine.terminate();
+    }
+  }
+  try {
+    await load();
+    await load();
+    const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(key)));
+    const name = `${Array.from(digest.subarray(0, 16), (byte) => byte.toString(16).padStart(2, '0')).join('')}.snapshot`;
+    const snapshot = await (await (await navigator.storage.getDirectory()).getDirectoryHandle('gptlens-snapshots')).getFileHandle(name);
+    const length = (await snapshot.getFile()).size;
+    const writable = await snapshot.createWritable({ keepExistingData: true });
+    await writable.truncate(length - 1);
+    await writable.close();
+    await load();
+    await load();
+    return { loads, length };
+  } catch (error) {
+    return { error: error.message, loads };
+  }
+}
+
+/**
  * `session.runPrompt` on the fixture through the worker client, beside what the same questions
  * asked one message each give on a second session: a prompt decoded from `tokens` and then edited
  * at its end (prefix reuse), a long run pooled past 4 tokens with a head opened whole, and a

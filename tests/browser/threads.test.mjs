@@ -54,6 +54,10 @@ const [threaded, singleOnIsolated, fallback, mainThread] = await Promise.all([
 ]);
 const prompted = await inPage(isolated, 'runPromptFixture', { threads: 2 }, tokens);
 const streamedGguf = await inPage(isolated, 'runGgufStreamed', { threads: 2 }, [1, 5, 9, 2, 7]);
+const snapshots = {
+  threaded: await inPage(isolated, 'runGgufSnapshot', { threads: 2 }, [1, 5, 9, 2, 7]),
+  single: await inPage(isolated, 'runGgufSnapshot', { threads: 1 }, [1, 5, 9, 2, 7]),
+};
 // After the CPU runs: SwiftShader on 2 shared cores is slow, and the pages above time nothing.
 const adapter = await inPage(isolated, 'webgpuAdapter');
 const [onWebGpu, auto, direct] = await Promise.all([
@@ -97,6 +101,25 @@ test("a .gguf streamed from a fetch's body through the worker client is the mode
   assert.deepEqual(streamedGguf.info[0], streamedGguf.info[1]);
   assert.equal(streamedGguf.logits[0].length, 5 * streamedGguf.info[0].vocabSize);
   assert.deepEqual(bits(streamedGguf.logits[0]), bits(streamedGguf.logits[1]));
+});
+
+test('a .gguf loaded with a snapshot key is written to OPFS and loaded back from it, bit for bit; a snapshot cut short is refused and written again', () => {
+  for (const [build, { error, loads, length }] of Object.entries(snapshots)) {
+    assert.equal(error, undefined, build);
+    const states = loads.map(({ loaded, settled }) => [loaded.state, settled.state]);
+    assert.deepEqual(states, [['writing', 'kept'], ['restored', 'restored'], ['writing', 'kept'], ['restored', 'restored']], build);
+    assert.match(loads[0].loaded.missed, /no snapshot is kept/, build);
+    assert.match(loads[2].loaded.missed, new RegExp(`it is ${length - 1} bytes long; its prefix says ${length}`), build);
+    assert.deepEqual(loads.map(({ body }) => body), [
+      { read: true, cancelled: false },
+      { read: false, cancelled: true },
+      { read: true, cancelled: false },
+      { read: false, cancelled: true },
+    ], `${build}: a restored load cancels the file's body unread`);
+    assert.equal(loads[0].logits.length, 5 * loads[0].vocab, build);
+    for (const { logits } of loads.slice(1)) assert.deepEqual(bits(logits), bits(loads[0].logits), `${build}: the same logits, bit for bit`);
+  }
+  assert.deepEqual(bits(snapshots.single.loads[0].logits), bits(snapshots.threaded.loads[0].logits));
 });
 
 test('session.runPrompt answers in one message what encode, run, topK and tokenStrings answer one message each', () => {

@@ -291,7 +291,7 @@ test('sampling parameters and seeds: typed errors for every field, in sampleNext
  * A Worker stand-in: answers init and load like the engine's worker, records every other request.
  * `refuse` names requests it answers with an error instead.
  */
-function fakeWorker(info = { ...model.info() }, { refuse = [] } = {}) {
+function fakeWorker(info = { ...model.info() }, { refuse = [], restored = false } = {}) {
   const posted = [];
   const given = [];
   const listeners = [];
@@ -310,6 +310,7 @@ function fakeWorker(info = { ...model.info() }, { refuse = [] } = {}) {
         init: backend(),
         load: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
         loadGgufEnd: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
+        restoreSnapshot: restored ? { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } } : { missed: 'no snapshot is kept for this file' },
         openSession: 1,
         run: { id: 2, tokens: Uint32Array.from(referenceTokens), computed: referenceTokens.length, tensors: {} },
         sessionRunPrompt: {
@@ -722,7 +723,7 @@ test('the worker client sends a streamed .gguf in batches of at most 4 MiB, in o
     await engine.loadGguf(source(), big.length, { onProgress: (sent) => progress.push(sent) });
     const ops = worker.posted.map(({ op }) => op);
     assert.deepEqual(ops, ['init', 'crashFlag', 'loadGgufBegin', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufEnd'], name);
-    assert.deepEqual(worker.posted[2].args, [big.length]);
+    assert.deepEqual(worker.posted[2].args, [big.length, undefined], 'no snapshot key');
     const sent = worker.posted.filter(({ op }) => op === 'loadGgufPiece');
     const batches = sent.map(({ args }) => args[0]);
     assert.deepEqual(batches.map((p) => p.length), [4 << 20, 4 << 20, big.length - (8 << 20)], name);
@@ -770,6 +771,44 @@ test('a streamed .gguf the worker refuses cancels its source, whatever kind it i
     assert.deepEqual(cancelled, [true], `${name}: the source was left open`);
     if (pieces instanceof ReadableStream) assert.equal(pieces.locked, false, name);
     engine.terminate();
+  }
+});
+
+test('with a snapshot key the worker client asks for the snapshot first: restored, the source is cancelled unread; else the file goes with the key; a bad key is refused before posting', async () => {
+  const file = new Uint8Array(5 << 20).fill(3);
+  const source = (log) =>
+    new ReadableStream({
+      pull(controller) {
+        log.push('read');
+        controller.enqueue(file.slice());
+        controller.close();
+      },
+      cancel: () => log.push('cancelled'),
+    }, { highWaterMark: 0 });
+  const key = 'http://127.0.0.1/model.gguf\n"5-1"\n5242880';
+
+  const restoring = fakeWorker(undefined, { restored: true });
+  const restored = await createWorkerClient({ worker: restoring });
+  const log = [];
+  assert.equal((await restored.loadGguf(source(log), file.length, { snapshotKey: key })).dModel, model.info().dModel);
+  assert.deepEqual(restoring.posted.map(({ op }) => op).slice(2), ['restoreSnapshot']);
+  assert.deepEqual(restoring.posted[2].args, [key, 'cpu']);
+  assert.deepEqual(log, ['cancelled'], 'the file is never read');
+  assert.deepEqual(restored.backendInfo(), { backend: 'cpu', requested: 'cpu', reason: 'cpu' }, 'the restored model is the client’s');
+
+  const missing = fakeWorker();
+  const loaded = await createWorkerClient({ worker: missing });
+  const read = [];
+  await loaded.loadGguf(source(read), file.length, { snapshotKey: key });
+  assert.deepEqual(missing.posted.map(({ op }) => op).slice(2), ['restoreSnapshot', 'loadGgufBegin', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufEnd']);
+  assert.deepEqual(missing.posted[3].args, [file.length, key]);
+  assert.deepEqual(read, ['read']);
+
+  for (const bad of ['', 'x'.repeat(4097), 7]) {
+    const worker = fakeWorker();
+    const engine = await createWorkerClient({ worker });
+    await assert.rejects(engine.loadGguf(source([]), file.length, { snapshotKey: bad }), TypeError);
+    assert.deepEqual(worker.posted.map(({ op }) => op), ['init', 'crashFlag'], 'nothing posted for a bad key');
   }
 });
 

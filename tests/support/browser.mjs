@@ -2,8 +2,9 @@
 // The server maps URL prefixes to directories, optionally with the headers that make a page
 // cross-origin isolated, and closes itself after a time limit even if the caller never does.
 import { createServer } from 'node:http';
-import { readFile } from 'node:fs/promises';
-import { extname, resolve, sep } from 'node:path';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { extname, join, resolve, sep } from 'node:path';
 import { chromium } from 'playwright-core';
 
 const TYPES = {
@@ -58,20 +59,38 @@ export async function serve(routes, { isolated, limitSeconds = 600 }) {
  * fallback adapter), so the WebGPU backend runs in CI; without the flag there is no adapter at all.
  */
 export function launchChromium() {
-  return chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--enable-unsafe-webgpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  return chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+}
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--enable-unsafe-webgpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+/**
+ * Chromium on a fresh profile of its own (a temporary folder, deleted by `close`), as a person's
+ * browser is: its HTTP cache is on disk and keeps a model file between visits. A context of
+ * `launchChromium()`'s browser is incognito, and its cache in memory kept none of SmolLM2's 98 MB:
+ * every navigation downloaded the file again (Chromium's own network log, 29 November).
+ */
+export async function launchProfile(options = {}) {
+  const folder = await mkdtemp(join(tmpdir(), 'gptlens-profile-'));
+  const context = await chromium.launchPersistentContext(folder, { executablePath: CHROMIUM, args: ARGS, ...options });
+  return {
+    context,
+    close: async () => {
+      await context.close();
+      await rm(folder, { recursive: true, force: true });
+    },
+  };
 }
 
 /** Opens `url`, forwarding the page's console errors so a failure shows its cause. */

@@ -339,6 +339,36 @@ test('a bad file shows a clear error and the previous model stays loaded', async
   await page.close();
 });
 
+test("a server's .gguf is kept in the browser once loaded (OPFS): the diagnostics say so, a reload loads it from there with the same probabilities, ?snapshot=off reads the file", async () => {
+  const page = await openPage({ model: 'fixtures/llama-tiny-q', prompt: 'The cat sat' });
+  /** Waits until the diagnostics' "saved copy" row matches `pattern` (the row is drawn once the views below the fold are). */
+  const savedCopy = async (pattern) => {
+    for (let waited = 0; ; waited += 250) {
+      const text = await field(page, 'snapshot').catch(() => '');
+      if (pattern.test(text)) return text;
+      if (waited > 60_000) assert.fail(`the saved copy row says ${JSON.stringify(text)}, not ${pattern}`);
+      await page.waitForTimeout(250);
+    }
+  };
+  await savedCopy(/^not used \(no snapshot is kept for this file\); written\n/);
+  const fromFile = await candidates(page);
+  const loadDetail = () => page.evaluate(() => performance.getEntriesByName('gptlens:load')[0]?.detail);
+  assert.deepEqual(await loadDetail(), { snapshot: 'writing' });
+
+  await page.reload();
+  await page.getByTestId('candidate').first().waitFor();
+  await savedCopy(/^loaded from it\n/);
+  assert.deepEqual(await loadDetail(), { snapshot: 'restored' });
+  assert.deepEqual(await candidates(page), fromFile, 'the same candidates and probabilities as from the file');
+
+  await page.goto(page.url().replace('?', '?snapshot=off&'));
+  await page.getByTestId('candidate').first().waitFor();
+  assert.equal(await loadDetail(), null, 'no snapshot asked for');
+  assert.deepEqual(await candidates(page), fromFile);
+  assert.equal(await page.locator('[data-field=snapshot]').count(), 0, 'no saved copy row');
+  await page.close();
+});
+
 test('a model loads from a URL and from dropped files; a URL that fails keeps the model', async () => {
   const page = await openPage({ prompt: 'The' });
   const url = page.getByTestId('model-url');

@@ -21,6 +21,7 @@ import {
   type PromptNext,
   type PromptTimings,
   type SamplingParams,
+  type SnapshotState,
   type WorkerSession,
   type WorkerTrace,
 } from 'gptlens';
@@ -125,9 +126,14 @@ export class Engine {
    * `load` for a lone .gguf read as it arrives (`fileBytes` long): its pieces go to the Worker as
    * they come and into the weights there, so neither the page nor the Worker holds the file whole.
    */
-  static async loadGguf(body: ReadableStream<Uint8Array>, fileBytes: number, options: EngineOptions & { onProgress: (bytesRead: number) => void }): Promise<Engine> {
+  static async loadGguf(
+    body: ReadableStream<Uint8Array>,
+    fileBytes: number,
+    options: EngineOptions & { onProgress: (bytesRead: number) => void; snapshotKey: string | undefined },
+  ): Promise<Engine> {
+    const { onProgress, snapshotKey } = options;
     try {
-      return await Engine.start(options, (client) => client.loadGguf(body, fileBytes, { onProgress: options.onProgress }));
+      return await Engine.start(options, (client) => client.loadGguf(body, fileBytes, snapshotKey === undefined ? { onProgress } : { onProgress, snapshotKey }));
     } catch (error) {
       // A load that failed before reading the body to its end (no Worker, a bad file) cancels it,
       // letting go of the connection and what it had buffered (a stream the load read to its end
@@ -180,6 +186,11 @@ export class Engine {
    */
   static async borrow(client: GptlensWorker, info: ModelInfo): Promise<Engine> {
     return new Engine(client, info, await client.session(), true);
+  }
+
+  /** The snapshot of the model's weights the Worker keeps in this browser (see `Loader`). */
+  snapshotState(): Promise<SnapshotState> {
+    return this.client.snapshotState();
   }
 
   /** Bytes of the Worker's engine memory: the most loading and running have taken (it never shrinks). */

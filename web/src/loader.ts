@@ -5,7 +5,7 @@ import type { BackendChoice } from 'gptlens';
 import { formatBytes } from './dom.ts';
 import { Engine } from './engine.ts';
 import { openGguf, readSource, type ModelSource } from './model-files.ts';
-import { modelLoaded } from './perf.ts';
+import { modelLoaded, snapshotKept } from './perf.ts';
 import type { LoadedModel, Store } from './store.ts';
 
 export class Loader {
@@ -22,6 +22,11 @@ export class Loader {
     private readonly loaded: (model: LoadedModel, keepView?: boolean) => void,
     private readonly threads: number | undefined,
     private readonly viewsReady: Promise<void>,
+    /**
+     * Keep a snapshot of a server's .gguf's packed weights in this browser (OPFS) and load it again
+     * from there, skipping the read through the page and the packing (`?snapshot=off`: never).
+     */
+    private readonly snapshots: boolean,
   ) {}
 
   /**
@@ -60,9 +65,26 @@ export class Loader {
   show(engine: Engine, source: ModelSource, { bytes, engineBytes, keepView }: { bytes: number; engineBytes: number; keepView: boolean }): void {
     ++this.latest;
     const previous = this.store.state.model;
-    this.store.set({ loading: undefined });
+    this.store.set({ loading: undefined, snapshot: undefined });
     this.loaded({ engine, source, id: undefined, name: source.name, bytes, engineBytes, loadMs: 0 }, keepView);
     if (previous?.engine !== engine) previous?.engine.dispose();
+  }
+
+  /**
+   * Follows the shown model's snapshot while it is written (between requests, in the Worker) until
+   * it is written or fails, for the diagnostics; asked every 2 s, since each question delays the
+   * writing (it waits for a quiet Worker).
+   */
+  private async followSnapshot(engine: Engine): Promise<void> {
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      if (this.store.state.model?.engine !== engine) return;
+      const snapshot = await engine.snapshotState().catch(() => undefined);
+      if (!snapshot || this.store.state.model?.engine !== engine) return;
+      this.store.set({ snapshot });
+      if (snapshot.state === 'kept') snapshotKept();
+      if (snapshot.state !== 'writing') return;
+    }
   }
 
   /**
@@ -85,12 +107,14 @@ export class Loader {
       this.prepare();
       let engine: Engine;
       let bytes: number;
+      let snapshotKey: string | undefined;
       const gguf = await openGguf(resolved);
       if (gguf) {
         // Read and loaded at once, piece by piece: the model is held once, in the Worker's weights.
         bytes = gguf.bytes;
-        const options = { threads: this.threads, backend, onProgress: (read: number) => progress(bytes > 0 ? Math.min(1, read / bytes) : undefined) };
-        engine = await Engine.loadGguf(gguf.body, bytes, options);
+        const onProgress = (read: number) => progress(bytes > 0 ? Math.min(1, read / bytes) : undefined);
+        snapshotKey = this.snapshots ? gguf.snapshotKey : undefined;
+        engine = await Engine.loadGguf(gguf.body, bytes, { threads: this.threads, backend, onProgress, snapshotKey });
       } else {
         const files = await readSource(resolved, progress);
         bytes = Object.values(files).reduce((sum, file) => sum + file.byteLength, 0);
@@ -98,6 +122,7 @@ export class Loader {
         engine = await Engine.load(files, { threads: this.threads, backend });
       }
       const engineBytes = await engine.engineMemory();
+      const snapshot = snapshotKey !== undefined ? await engine.snapshotState() : undefined;
       await this.viewsReady;
       if (ticket !== this.latest) {
         engine.dispose();
@@ -108,7 +133,10 @@ export class Loader {
       // _name_or_path), else by their folder or file; the server's models keep the list's name.
       const own = (engine.info as { name?: unknown }).name;
       const named = resolved.id === undefined && typeof own === 'string' && own.trim() ? own.trim() : name;
-      this.loaded({ engine, source: { ...resolved, name: named }, id: resolved.id, name: named, bytes, engineBytes, loadMs: modelLoaded(started) });
+      const loadMs = modelLoaded(started, snapshot && { snapshot: snapshot.state });
+      this.loaded({ engine, source: { ...resolved, name: named }, id: resolved.id, name: named, bytes, engineBytes, loadMs });
+      this.store.set({ snapshot });
+      if (snapshot?.state === 'writing') void this.followSnapshot(engine);
       previous?.engine.dispose();
       if (restarting) this.store.set({ loadError: `${restarting}; ${named} was loaded again.` });
     } catch (error) {

@@ -52,6 +52,7 @@ const store = new Store({
   backend: address.backend,
   loading: undefined,
   loadError: undefined,
+  snapshot: undefined,
   prompt: address.prompt ?? DEFAULT_PROMPT,
   promptError: undefined,
   analysis: undefined,
@@ -123,6 +124,7 @@ const loader = new Loader(
   },
   threadsParameter(),
   viewsReady,
+  params.get('snapshot') !== 'off',
 );
 live.onCrash = (trap) => void loader.restart(trap);
 // The engine's Worker starts now, while the page builds itself and asks for its catalog and model.

@@ -6,7 +6,18 @@ import type { CatalogModel } from './catalog.ts';
 /** A file of a model about to be read; `open` resolves to undefined for an optional file that is absent. */
 export interface FileSource {
   name: string;
-  open(): Promise<{ body: ReadableStream<Uint8Array>; bytes: number | undefined } | undefined>;
+  open(): Promise<OpenedFile | undefined>;
+}
+
+export interface OpenedFile {
+  body: ReadableStream<Uint8Array>;
+  bytes: number | undefined;
+  /**
+   * Changes whenever the file does: a server's file's URL with its ETag or Last-Modified and its
+   * size; absent when the server sends neither. The engine keeps a snapshot of the loaded weights
+   * under it (`GptlensWorker.loadGguf`).
+   */
+  snapshotKey?: string | undefined;
 }
 
 export interface ModelSource {
@@ -71,7 +82,9 @@ function fetched(url: string, optional = false): FileSource['open'] {
       throw new SourceError(`${url} answered ${response.status}${why ? ` (${why})` : ''}`);
     }
     const length = response.headers.get('Content-Length');
-    return { body: response.body, bytes: length === null ? undefined : Number(length) };
+    const version = response.headers.get('ETag') ?? response.headers.get('Last-Modified');
+    const snapshotKey = version === null || length === null ? undefined : `${response.url}\n${version}\n${length}`;
+    return { body: response.body, bytes: length === null ? undefined : Number(length), snapshotKey };
   };
 }
 
@@ -174,12 +187,12 @@ export function urlSource(address: string): ModelSource {
  * The lone .gguf of `source`, opened, with its size, for loading as it arrives; undefined for
  * other file sets. A server that does not say the size gets its file read whole first.
  */
-export async function openGguf(source: ModelSource): Promise<{ body: ReadableStream<Uint8Array>; bytes: number } | undefined> {
+export async function openGguf(source: ModelSource): Promise<(OpenedFile & { bytes: number }) | undefined> {
   const [file, ...others] = source.files;
   if (!file || others.length > 0 || !file.name.endsWith('.gguf')) return undefined;
   const opened = await file.open();
   if (!opened) throw new SourceError(`${file.name} could not be opened`);
-  if (opened.bytes !== undefined) return { body: opened.body, bytes: opened.bytes };
+  if (opened.bytes !== undefined) return { ...opened, bytes: opened.bytes };
   const whole = new Uint8Array(await new Response(opened.body).arrayBuffer());
   return { body: new Blob([whole]).stream(), bytes: whole.byteLength };
 }

@@ -2,6 +2,7 @@
 // browser's performance panel. A keystroke's latency runs from its input event to the first
 // paint of views that include it; keystrokes that were coalesced into one forward pass are all
 // answered by that paint, and the earliest of them gives the (worst) number recorded.
+import type { SnapshotState } from 'gptlens';
 
 const INPUT_MARK = 'gptlens:keystroke';
 const REDRAW_MEASURE = 'gptlens:keystroke→redraw';
@@ -14,6 +15,8 @@ const MODEL_LOAD = 'gptlens:load';
 /** Measured once per model: the start of the Worker its load runs on (the wasm module, the thread
  * pool), begun when the page opened or the load began (`Engine.prestart`), so maybe before the load. */
 const WORKER_START = 'gptlens:worker-start';
+/** Marked when the snapshot of the shown model's weights has been written (the bench waits for it). */
+const SNAPSHOT_KEPT = 'gptlens:snapshot-kept';
 
 /**
  * A redraw's stages, each a User Timing measure `gptlens:stage:<name>` (npm run bench:live reads
@@ -39,9 +42,14 @@ export function stageTook(name: Stage, ms: number, detail?: Record<string, numbe
   performance.measure(`gptlens:stage:${name}`, { start: performance.now() - ms, duration: ms, detail });
 }
 
-/** Measures a model's load, begun at `start`, ending now. */
-export function modelLoaded(start: number): number {
-  return performance.measure(MODEL_LOAD, { start, end: performance.now() }).duration;
+/** Measures a model's load, begun at `start`, ending now; `detail.snapshot`: whether it was restored from one. */
+export function modelLoaded(start: number, detail?: { snapshot: SnapshotState['state'] }): number {
+  return performance.measure(MODEL_LOAD, { start, end: performance.now(), detail }).duration;
+}
+
+/** Marks the snapshot of the shown model's weights written (`Loader`). */
+export function snapshotKept(): void {
+  performance.mark(SNAPSHOT_KEPT);
 }
 
 /** Measures a Worker's start, from `start` to `end` (when its client was ready). */

@@ -5,7 +5,7 @@ import type { AttentionScale } from './attention-paint.ts';
 import type { Engine } from './engine.ts';
 import type { RedrawStats } from './perf.ts';
 import type { Theme } from './theme.ts';
-import type { AblateWith, BackendChoice, HeadScores, SamplingParams } from 'gptlens';
+import type { AblateWith, BackendChoice, HeadScores, SamplingParams, SnapshotState } from 'gptlens';
 import type { ModelSource } from './model-files.ts';
 import type { Similarity } from './similarity.ts';
 
@@ -99,6 +99,8 @@ export interface State {
   similarity: Similarity | undefined;
   /** The Worker engine's WebAssembly memory, read at most once a second after runs. */
   engineNow: number | undefined;
+  /** The snapshot of the shown model's packed weights in this browser: loaded from, being written, written, or why not. */
+  snapshot: SnapshotState | undefined;
 }
 
 export type Listener = (state: Readonly<State>, changed: ReadonlySet<keyof State>) => void;

@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = Tokenizer::from_gguf(&file);
     if let Ok(config) = gguf_config::parse(&file) {
         let budget = Budget { bytes: BUDGET, origin: BudgetOrigin::Option, files: data.len() as u64 };
-        let filled = GgufFill::plan(&config, &file, &budget).and_then(|mut fill| {
+        let filled = GgufFill::plan(&config, &file, &budget, true).and_then(|mut fill| {
             for t in file.tensors() {
                 fill.feed(t.file_range().start, t.data())?;
             }

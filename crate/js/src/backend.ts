@@ -62,6 +62,14 @@ export function engineMemoryBytes(): number {
   return current().memory.buffer.byteLength;
 }
 
+/**
+ * `length` bytes of the engine's memory from `ptr` (a buffer the engine says will not move): a view,
+ * not a copy, which the single-thread build's memory growth empties — make one per use.
+ */
+export function engineBytes(ptr: number, length: number): Uint8Array {
+  return new Uint8Array(current().memory.buffer, ptr, length);
+}
+
 function current(): Loaded {
   if (!loaded) throw new Error('gptlens is not initialised: await init() first');
   return loaded;

@@ -204,6 +204,14 @@ export function optionalIndex(value: unknown, name: string, max: number): number
 }
 
 /** A size in bytes: an integer in [0, 2^53). */
+/** A snapshot's key: a string of 1 to 4096 characters (a URL with its validators). */
+export function snapshotKey(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 4096) {
+    throw new TypeError(`snapshotKey must be a string of 1 to 4096 characters, not ${typeof value === 'string' ? `one of ${value.length}` : typeof value}`);
+  }
+  return value;
+}
+
 export function byteCount(value: unknown, name: string): number {
   return integer(value, name, 0, Number.MAX_SAFE_INTEGER + 1, '[0, 2^53)');
 }

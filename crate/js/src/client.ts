@@ -3,7 +3,7 @@
 // is closed or released here; garbage collection of the handle does that too, later.
 import * as check from './check.js';
 import { EngineCrashedError } from './crash.js';
-import { readBatches, type Pieces } from './pieces.js';
+import { letGo, readBatches, type Pieces } from './pieces.js';
 import { ReplyBuffer, type Taken } from './reply.js';
 import { transferables, type Args, type Operation, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type {
@@ -28,6 +28,7 @@ import type {
   PromptQuery,
   PromptTimings,
   SamplingParams,
+  SnapshotState,
   Tensor,
   TokenProb,
   TrainProgress,
@@ -276,10 +277,7 @@ export class GptlensWorker {
    * of copying them (they become unusable here): worth it for large models.
    */
   async load(files: ModelFiles, { transfer = false, backend = this.requested }: { transfer?: boolean; backend?: BackendChoice } = {}): Promise<ModelInfo> {
-    const loaded = await this.connection.request('load', [files, backend], transfer ? transferables(files) : []);
-    this.placed = loaded.backend;
-    this.facts = check.factsOf(loaded.info);
-    return loaded.info;
+    return this.took(await this.connection.request('load', [files, backend], transfer ? transferables(files) : []));
   }
 
   /**
@@ -291,13 +289,30 @@ export class GptlensWorker {
    * whole file.
    * `onProgress` hears the bytes sent so far. Rejects as soon as the file is known to be bad,
    * keeping the previous model.
+   *
+   * `snapshotKey` (in a browser): a string that changes whenever the file does — its URL with its
+   * ETag or Last-Modified and size, say. The worker then keeps a snapshot of the loaded weights
+   * under it in the origin-private file system, written between requests, and a later load with
+   * the same key reads that instead of `pieces` (which it cancels): no decoding or packing, no
+   * copies through the page. `snapshotState()` says which happened. A snapshot that cannot be used
+   * (cut short, from another version of gptlens) is deleted and the file is read; the newest three
+   * are kept.
    */
   async loadGguf(
     pieces: Pieces,
     fileBytes: number,
-    { backend = this.requested, onProgress }: { backend?: BackendChoice; onProgress?: (bytesRead: number) => void } = {},
+    { backend = this.requested, onProgress, snapshotKey }: { backend?: BackendChoice; onProgress?: (bytesRead: number) => void; snapshotKey?: string } = {},
   ): Promise<ModelInfo> {
-    await this.connection.call('loadGgufBegin', check.byteCount(fileBytes, 'fileBytes'));
+    const size = check.byteCount(fileBytes, 'fileBytes');
+    const key = snapshotKey === undefined ? undefined : check.snapshotKey(snapshotKey);
+    if (key !== undefined) {
+      const restored = await this.connection.call('restoreSnapshot', key, backend);
+      if ('info' in restored) {
+        await letGo(pieces);
+        return this.took(restored);
+      }
+    }
+    await this.connection.call('loadGgufBegin', size, key);
     let sent = 0;
     /** The batch the worker is putting into the weights while the next one is read here. */
     let inWorker: Promise<void> | undefined;
@@ -327,7 +342,16 @@ export class GptlensWorker {
       await this.connection.call('loadGgufCancel').catch(() => {});
       throw error;
     }
-    const loaded = await this.connection.call('loadGgufEnd', backend);
+    return this.took(await this.connection.call('loadGgufEnd', backend));
+  }
+
+  /** The snapshot of the loaded model's weights: restored, being written, kept, or why not (see `loadGguf`). */
+  async snapshotState(): Promise<SnapshotState> {
+    return this.connection.call('snapshotState');
+  }
+
+  /** The model the worker loaded is this client's. */
+  private took(loaded: { info: ModelInfo; backend: BackendInfo }): ModelInfo {
     this.placed = loaded.backend;
     this.facts = check.factsOf(loaded.info);
     return loaded.info;

@@ -45,6 +45,7 @@ export type {
   PromptQuery,
   PromptTimings,
   SamplingParams,
+  SnapshotState,
   Tensor,
   TokenProb,
   TrainAdamW,

@@ -131,6 +131,15 @@ export class Model {
     return this.raw.info() as ModelInfo;
   }
 
+  /**
+   * @internal For snapshot.ts: the start of a snapshot of this model's weights, and where the
+   * weights are (in the engine's memory, in the snapshot). Throws unless the model was loaded by a
+   * `GgufLoader` made `forSnapshot`.
+   */
+  snapshotParts(): { start: Uint8Array; buffers: SnapshotPlaces } {
+    return { start: this.raw.snapshotStart(), buffers: places(this.raw.snapshotBuffers()) };
+  }
+
   /** Throws when the checkpoint has no tokenizer (`info().hasTokenizer`). */
   /** `userText` as one user turn of the model's chat template (ChatML), ready to encode. */
   chatPrompt(userText: string): string {
@@ -435,10 +444,13 @@ export class Trace {
 export class GgufLoader {
   private readonly raw: Glue['GgufLoader']['prototype'];
 
-  /** For a file of `fileBytes` bytes. */
-  constructor(fileBytes: number) {
+  /**
+   * For a file of `fileBytes` bytes. `forSnapshot` keeps the file's header (a few MB), which a
+   * snapshot of the model's weights needs (`snapshot.ts`).
+   */
+  constructor(fileBytes: number, forSnapshot = false) {
     const size = check.byteCount(fileBytes, 'fileBytes');
-    this.raw = guarded(intoEngine(() => new (glue().GgufLoader)(size)));
+    this.raw = guarded(intoEngine(() => new (glue().GgufLoader)(size, forSnapshot)));
   }
 
   /** The file's next bytes; throws what is wrong as soon as it is known, and then takes no more. */
@@ -455,6 +467,25 @@ export class GgufLoader {
   free(): void {
     this.raw.free();
   }
+}
+
+/** Where a model's two weight buffers are: `…Ptr` in the engine's memory, `…At` in the snapshot. */
+export interface SnapshotPlaces {
+  floatsPtr: number;
+  floatsAt: number;
+  floatsBytes: number;
+  blocksPtr: number;
+  blocksAt: number;
+  blocksBytes: number;
+  /** The snapshot's whole length. */
+  length: number;
+}
+
+/** @internal The engine's answer as a plain object (the engine's is freed). */
+export function places(raw: Glue['SnapshotBuffers']['prototype']): SnapshotPlaces {
+  const { floatsPtr, floatsAt, floatsBytes, blocksPtr, blocksAt, blocksBytes, length } = raw;
+  raw.free();
+  return { floatsPtr, floatsAt, floatsBytes, blocksPtr, blocksAt, blocksBytes, length };
 }
 
 /** @internal `[id, prob, id, prob, …]` (`Trace.topKFlat`) as `TokenProb`s. */

@@ -16,7 +16,7 @@ export async function* iteratePieces(pieces: Pieces): AsyncGenerator<Uint8Array>
     for (let piece = await reader.read(); !piece.done; piece = await reader.read()) yield piece.value;
     ended = true;
   } finally {
-    await letGo(reader, ended);
+    await releaseReader(reader, ended);
   }
 }
 
@@ -25,9 +25,15 @@ export async function* iteratePieces(pieces: Pieces): AsyncGenerator<Uint8Array>
  * failed or stopped early): an unlocked, unread body would hold its connection and whatever it
  * had buffered of a 100–250 MB file until collected. (An async iterable is closed by `for await`.)
  */
-async function letGo(reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader, ended: boolean): Promise<void> {
+async function releaseReader(reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader, ended: boolean): Promise<void> {
   if (!ended) await reader.cancel().catch(() => {});
   reader.releaseLock();
+}
+
+/** Pieces that will not be read (a load that used a snapshot instead): a stream is cancelled, an iterator closed. */
+export async function letGo(pieces: Pieces): Promise<void> {
+  if ('getReader' in pieces) await pieces.cancel().catch(() => {});
+  else await pieces[Symbol.asyncIterator]().return?.();
 }
 
 /**
@@ -65,7 +71,7 @@ export async function* readBatches(pieces: Pieces, batchBytes: number, returned:
       }
       ended = true;
     } finally {
-      await letGo(reader, ended);
+      await releaseReader(reader, ended);
     }
   } else {
     for await (const piece of iteratePieces(pieces)) {

@@ -21,6 +21,7 @@ import type {
   PromptQuery,
   PromptTimings,
   SamplingParams,
+  SnapshotState,
   Tensor,
   TokenProb,
   TrainProgress,
@@ -55,11 +56,15 @@ export interface Operations {
   init: { args: [options: InitOptions]; result: Backend };
   load: { args: [files: ModelFiles, backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } };
   /** A .gguf loaded as it arrives: `loadGgufBegin`, its pieces in order, `loadGgufEnd`. */
-  loadGgufBegin: { args: [fileBytes: number]; result: void };
+  /** `snapshotKey`: keep a snapshot of the weights under it once loaded (`snapshot.ts`). */
+  loadGgufBegin: { args: [fileBytes: number, snapshotKey: string | undefined]; result: void };
   /** The result is the piece's whole buffer, given back to carry a later piece. */
   loadGgufPiece: { args: [piece: Uint8Array]; result: Uint8Array };
   loadGgufEnd: { args: [backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } };
   loadGgufCancel: { args: []; result: void };
+  /** The model of the snapshot kept under `key`, or why there is none (`missed`). */
+  restoreSnapshot: { args: [key: string, backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } | { missed: string } };
+  snapshotState: { args: []; result: SnapshotState };
   /** Bytes of the engine's WebAssembly memory (it grows, never shrinks). */
   engineMemory: { args: []; result: number };
   useBackend: { args: [backend: BackendChoice]; result: BackendInfo };

@@ -108,6 +108,25 @@ export interface BackendInfo {
   adapter?: GpuAdapterInfo;
 }
 
+/**
+ * The snapshot of a .gguf model's weights that a worker keeps in the origin-private file system
+ * (`GptlensWorker.loadGguf`'s `snapshotKey`), for the model it holds.
+ */
+export interface SnapshotState {
+  /**
+   * `none`: no snapshot was asked for, or none could be used and none is being written;
+   * `restored`: the model was loaded from its snapshot; `writing`: its snapshot is being written
+   * between requests; `kept`: written; `failed`: writing it failed (`why`).
+   */
+  state: 'none' | 'restored' | 'writing' | 'kept' | 'failed';
+  /** The key the snapshot is kept under. */
+  key?: string;
+  /** Why the model was not loaded from a snapshot, when one was looked for. */
+  missed?: string | undefined;
+  /** Why writing the snapshot failed. */
+  why?: string;
+}
+
 export interface LoadOptions {
   /** Default `cpu` (what the synchronous `Model.load(files)` does). */
   backend?: BackendChoice;

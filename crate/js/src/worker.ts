@@ -6,6 +6,7 @@ import { abortForTesting, crashFlag, engineMemoryBytes, init } from './backend.j
 import { asEngineFailure, EngineCrashedError } from './crash.js';
 import { GgufLoader, Model, Session, Trace, tokenProbs } from './model.js';
 import { declineReply, writeReply } from './reply.js';
+import { keepSnapshot, restoreSnapshot, snapshotState } from './snapshot.js';
 import { Trainer } from './train.js';
 import { transferables, type Args, type Operation, type PromptData, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type { HookName, ModelInfo, NextQuery, PromptNext, PromptQuery } from './types.js';
@@ -21,6 +22,8 @@ const scope = globalThis as unknown as WorkerScope;
 let model: Model | undefined;
 /** A .gguf on its way in, piece by piece; the current model stays until it is complete. */
 let incoming: GgufLoader | undefined;
+/** The key to keep a snapshot of the incoming model under, if any. */
+let incomingKey: string | undefined;
 const sessions = new Map<number, Session>();
 const traces = new Map<number, Trace>();
 const trainers = new Map<number, Trainer>();
@@ -188,9 +191,10 @@ const handlers: Handlers = {
     model = next;
     return { info: model.info(), backend: model.backendInfo() };
   },
-  loadGgufBegin: (fileBytes) => {
+  loadGgufBegin: (fileBytes, snapshotKey) => {
     dropIncoming();
-    incoming = new GgufLoader(fileBytes);
+    incoming = new GgufLoader(fileBytes, snapshotKey !== undefined);
+    incomingKey = snapshotKey;
   },
   loadGgufCancel: () => dropIncoming(),
   loadGgufPiece: (piece) => {
@@ -213,11 +217,20 @@ const handlers: Handlers = {
       const next = await loader.finish({ backend });
       forgetModel();
       model = next;
+      if (incomingKey !== undefined) keepSnapshot(next, incomingKey, () => model === next, quietFor);
       return { info: model.info(), backend: model.backendInfo() };
     } finally {
       loader.free();
     }
   },
+  restoreSnapshot: async (key, backend) => {
+    const restored = await restoreSnapshot(key, { backend });
+    if (typeof restored === 'string') return { missed: restored };
+    forgetModel();
+    model = restored;
+    return { info: model.info(), backend: model.backendInfo() };
+  },
+  snapshotState: () => snapshotState(),
   engineMemory: () => engineMemoryBytes(),
   useBackend: (backend) => loadedModel().useBackend(backend),
   info: () => loadedModel().info(),
@@ -324,6 +337,20 @@ async function handle({ id, op, args, release = [], reply }: Request): Promise<v
 }
 
 let queue = Promise.resolve();
+/** Requests received and not yet answered, and when the last was answered: see `quiet`. */
+let pending = 0;
+let lastAnswered = 0;
 scope.addEventListener('message', (event) => {
-  queue = queue.then(() => handle(event.data));
+  pending += 1;
+  queue = queue
+    .then(() => handle(event.data))
+    .finally(() => {
+      pending -= 1;
+      lastAnswered = performance.now();
+    });
 });
+
+/** How long the worker has had no request: 0 while one waits or runs (a snapshot is written when quiet). */
+function quietFor(): number {
+  return pending > 0 ? 0 : performance.now() - lastAnswered;
+}

@@ -10,6 +10,7 @@
 mod gpu;
 mod model;
 mod session;
+mod snapshot;
 mod trace;
 mod train;
 
@@ -17,6 +18,7 @@ mod train;
 pub use gpu::{request_gpu, Gpu};
 pub use model::{GgufLoader, Model};
 pub use session::Session;
+pub use snapshot::{SnapshotBuffers, SnapshotRestore};
 pub use trace::Trace;
 pub use train::Trainer;
 

@@ -12,6 +12,7 @@ use super::session::whole_number;
 #[cfg(feature = "gpu")]
 use super::Gpu;
 use super::{ablation, capture_spec, to_js, Session, Trace};
+use crate::checkpoint::snapshot::GgufHeader;
 use crate::checkpoint::{GgufStream, LoadOptions};
 use crate::error::Error;
 use crate::instruments::attribution::{Attribution, LogitLens};
@@ -22,12 +23,15 @@ use crate::{Backend, Checkpoint, Hook};
 
 #[wasm_bindgen]
 pub struct Model {
-    checkpoint: Checkpoint,
+    pub(super) checkpoint: Checkpoint,
     /// Where new sessions (and `run`s) run: the CPU, or a copy of the weights on a GPU.
     backend: Backend,
     /// The merges of the pieces `encode` met lately: a prompt being typed is encoded again on
     /// every keystroke, and only the pieces an edit touched need merging.
     pieces: RefCell<PieceMemo>,
+    /// The header of the GGUF the model was streamed from, when a snapshot of its weights is to
+    /// be written ([`GgufLoader::new`]'s `forSnapshot`).
+    pub(super) gguf_header: Option<GgufHeader>,
 }
 
 /// What `info()` returns.
@@ -72,7 +76,7 @@ struct ModelInfo {
 impl Model {
     /// A model on the CPU: loaded, streamed in, or made by a trainer.
     pub(super) fn from_checkpoint(checkpoint: Checkpoint) -> Model {
-        Model { checkpoint, backend: Backend::Cpu, pieces: RefCell::default() }
+        Model { checkpoint, backend: Backend::Cpu, pieces: RefCell::default(), gguf_header: None }
     }
 }
 
@@ -426,11 +430,17 @@ pub struct GgufLoader {
 
 #[wasm_bindgen]
 impl GgufLoader {
-    /// For a file of `fileBytes` bytes (its Content-Length or `File.size`).
+    /// For a file of `fileBytes` bytes (its Content-Length or `File.size`). `forSnapshot` keeps
+    /// the file's header (a few MB) so that the model can write a snapshot of its weights
+    /// (`Model.snapshotStart`).
     #[wasm_bindgen(constructor)]
-    pub fn new(#[wasm_bindgen(js_name = fileBytes)] file_bytes: f64) -> Result<GgufLoader, JsError> {
+    pub fn new(
+        #[wasm_bindgen(js_name = fileBytes)] file_bytes: f64,
+        #[wasm_bindgen(js_name = forSnapshot)] for_snapshot: bool,
+    ) -> Result<GgufLoader, JsError> {
         let file_bytes = whole_number(file_bytes, "fileBytes")?;
-        Ok(GgufLoader { stream: Some(GgufStream::new(file_bytes, &LoadOptions::default())?) })
+        let stream = GgufStream::new(file_bytes, &LoadOptions::default())?;
+        Ok(GgufLoader { stream: Some(if for_snapshot { stream.keep_header() } else { stream }) })
     }
 
     /// The file's next bytes. After an error (not GGUF, a bad header, too large, more bytes than
@@ -441,7 +451,8 @@ impl GgufLoader {
 
     /// The model, once all the file's bytes have come; it runs on the CPU.
     pub fn finish(&mut self) -> Result<Model, JsError> {
-        Ok(Model::from_checkpoint(self.stream.take().ok_or_else(finished)?.finish()?))
+        let (checkpoint, gguf_header) = self.stream.take().ok_or_else(finished)?.finish_keeping_header()?;
+        Ok(Model { gguf_header, ..Model::from_checkpoint(checkpoint) })
     }
 }
 

@@ -110,6 +110,12 @@ impl Weights {
         &self.blocks[offset..offset + len]
     }
 
+    /// Both buffers whole, as a GGUF's were planned and filled ([`GgufFill`]): what a snapshot of
+    /// the weights stores ([`crate::checkpoint::snapshot`]).
+    pub fn buffers(&self) -> (&[f32], &[u8]) {
+        (&self.floats, &self.blocks)
+    }
+
     /// Row `i` of a matrix as f32 (an embedding lookup). `out` must hold `m.cols` values.
     pub fn row(&self, m: &Matrix, i: usize, out: &mut [f32]) {
         match m.data {
@@ -239,6 +245,8 @@ pub struct GgufFill {
     reached: usize,
     /// The positions a session may use ([`Budget::fit`]).
     positions: usize,
+    /// The planned size of `blocks`.
+    block_bytes: usize,
 }
 
 /// Where a planned tensor's bytes are, their type, and where they go.
@@ -252,9 +260,10 @@ struct Planned {
 
 impl GgufFill {
     /// Checks every tensor the model needs (present, its shape, a whole number of blocks) and the
-    /// budget, then allocates the buffers. Block matrices get their place in file order, which
-    /// is the order they are filled in.
-    pub fn plan(config: &Config, file: &GgufFile, budget: &Budget) -> Result<GgufFill> {
+    /// budget, then allocates the buffers (with `allocate`; else they come filled, from a
+    /// snapshot: [`GgufFill::install`]). Block matrices get their place in file order, which is
+    /// the order they are filled in.
+    pub fn plan(config: &Config, file: &GgufFile, budget: &Budget, allocate: bool) -> Result<GgufFill> {
         let explicit_head = !config.tied_head || file.tensor("output.weight").is_ok();
         let mut layout = Layout::new(config, explicit_head)?;
         let mut order = Vec::with_capacity(layout.tensors.len());
@@ -297,9 +306,11 @@ impl GgufFill {
                 Planned { name: t.name.clone(), range, ty, target: t.block, float_offset: t.float_offset }
             })
             .collect();
+        let (floats, blocks) =
+            if allocate { (vec![0f32; layout.n_floats], Vec::with_capacity(n_blocks)) } else { Default::default() };
         Ok(GgufFill {
-            floats: vec![0f32; layout.n_floats],
-            blocks: Vec::with_capacity(n_blocks),
+            floats,
+            blocks,
             layout,
             order,
             next: 0,
@@ -308,6 +319,7 @@ impl GgufFill {
             carry: Vec::new(),
             reached: 0,
             positions,
+            block_bytes: n_blocks,
         })
     }
 
@@ -315,6 +327,24 @@ impl GgufFill {
     /// budget holds ([`Budget::fit`]).
     pub fn positions(&self) -> usize {
         self.positions
+    }
+
+    /// Takes both buffers whole, filled from a snapshot of the weights this plan filled before
+    /// ([`crate::checkpoint::snapshot`]) rather than from the file's tensors, for a plan made
+    /// without allocating; `finish` then takes them as they are. Refuses buffers of other sizes.
+    pub fn install(&mut self, floats: Vec<f32>, blocks: Vec<u8>) -> Result<()> {
+        let planned = (self.layout.n_floats, self.block_bytes);
+        if (floats.len(), blocks.len()) != planned {
+            return Err(Error::Snapshot(format!(
+                "it holds {} f32 values and {} bytes of blocks; its header plans {} and {}",
+                floats.len(),
+                blocks.len(),
+                planned.0,
+                planned.1
+            )));
+        }
+        (self.floats, self.blocks, self.next) = (floats, blocks, self.order.len());
+        Ok(())
     }
 
     /// Takes the file's bytes from `offset` on. Pieces must come in file order; bytes between

@@ -1,7 +1,7 @@
 // How the engine runs here: CPU or WebGPU and why, the GPU adapter, which wasm build and why,
 // isolation, the model, and the timings of the latest redraw (keystroke → views painted, with the
 // forward pass and the drawing in it).
-import type { GpuAdapterInfo } from 'gptlens';
+import type { GpuAdapterInfo, SnapshotState } from 'gptlens';
 import { drawnWhenSeen, formatBytes, formatCount, formatMs, h } from '../dom.ts';
 import { touched, type State, type Store } from '../store.ts';
 
@@ -69,6 +69,7 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
           `${formatBytes(info.memoryBytes)} of weights in memory · engine memory ${formatBytes(model.engineBytes)} after loading · read and loaded in ${formatMs(model.loadMs)}`,
         ),
       );
+      if (state.snapshot) rows.push(fact('snapshot', 'saved copy', ...savedCopy(state.snapshot)));
     }
     if (model && state.engineNow !== undefined) {
       rows.push(fact('memory', 'engine memory', formatBytes(state.engineNow), 'the Worker’s WebAssembly memory now: the most loading and running have taken (it never shrinks)'));
@@ -108,6 +109,24 @@ export function mountDiagnostics(root: HTMLElement, store: Store): void {
   // Below the fold on most screens: redrawn after the keystroke's frame (or once seen), not in it.
   const redraw = drawnWhenSeen(root, () => render(store.state));
   store.subscribe((_, changed) => {
-    if (touched(changed, 'model', 'redraw', 'engineNow')) redraw();
+    if (touched(changed, 'model', 'redraw', 'engineNow', 'snapshot')) redraw();
   });
+}
+
+/** The diagnostics' words for the snapshot of the weights a load used or left: [value, detail]. */
+function savedCopy({ state, missed, why }: SnapshotState): [string, string] {
+  const kept = 'the packed weights, kept in this browser (origin-private file system) to load again without reading and packing the file';
+  const notUsed = missed ? `not used (${missed})` : 'not used';
+  switch (state) {
+    case 'restored':
+      return ['loaded from it', kept];
+    case 'writing':
+      return [`${notUsed}; being written`, `${kept}: written between keystrokes, for the next load`];
+    case 'kept':
+      return [`${notUsed}; written`, kept];
+    case 'failed':
+      return [`${notUsed}; could not be written`, why ?? ''];
+    case 'none':
+      return [notUsed, kept];
+  }
 }

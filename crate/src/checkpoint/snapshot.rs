@@ -1,0 +1,305 @@
+//! A snapshot of a GGUF model's weights as the engine holds them — f32 tensors decoded, block
+//! matrices packed ([`crate::model::GgufFill`]) — with the file's header (config, vocabulary), so
+//! that a page can keep it (the browser's origin-private file system) and load the model again by
+//! reading two buffers straight into place: no download or HTTP-cache read through the page, no
+//! copies into the engine, no decoding or packing.
+//!
+//! Layout, little-endian, every part at a multiple of [`ALIGN`]:
+//!
+//! | bytes | what |
+//! |---|---|
+//! | 0..8 | [`MAGIC`], written last: a snapshot cut short has none |
+//! | 8..12 | [`FORMAT`] |
+//! | 12..16 | zero |
+//! | 16..32 | the engine's version (`CARGO_PKG_VERSION`, zero-padded) |
+//! | 32..40 | the GGUF file's length |
+//! | 40..48 | the header's length `h` |
+//! | 48..56 | f32 values in the weights' float buffer `f` |
+//! | 56..64 | bytes in their block buffer `b` |
+//! | 64..64+h | the GGUF's header, as in the file |
+//! | `floats_at`.. | `f` f32 values |
+//! | `blocks_at`.. | `b` bytes |
+//!
+//! The buffers' layout is planned again from the header on loading, and must come out the same
+//! sizes; bump [`FORMAT`] whenever what a buffer holds changes without its size changing (a
+//! packed type's interleave, say), since a snapshot of the old layout would then load as wrong
+//! numbers (the test `the_buffers_layout_is_the_one_format_names` trips when the layout moves).
+
+use std::sync::Arc;
+
+use super::{
+    build_tokenizer_aside, built, tokenizer_of, warm_up_aside, Aside, Checkpoint, GgufHead, LoadOptions, TokenizerBuild,
+};
+use crate::error::{Error, Result};
+use crate::formats::{gguf::GgufFile, limits::Budget};
+use crate::model::Weights;
+
+pub const MAGIC: [u8; 8] = *b"gptlSNAP";
+/// The version of this layout and of what the buffers hold.
+pub const FORMAT: u32 = 1;
+/// The fixed part before the header.
+pub const PREFIX: usize = 64;
+/// Where each part starts: a multiple of this, so that a reader can place the buffers with
+/// aligned reads.
+pub const ALIGN: usize = 64;
+
+/// The header of the GGUF a model was loaded from ([`super::GgufStream::keep_header`]).
+pub struct GgufHeader {
+    pub(super) bytes: Vec<u8>,
+    pub(super) file_len: usize,
+}
+
+/// Where a snapshot's buffers go, and its whole length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub floats_at: usize,
+    pub blocks_at: usize,
+    pub len: usize,
+}
+
+impl Placement {
+    fn of(header_len: usize, floats: usize, blocks: usize) -> Option<Placement> {
+        let align = |n: usize| n.checked_next_multiple_of(ALIGN);
+        let floats_at = align(PREFIX.checked_add(header_len)?)?;
+        let blocks_at = align(floats_at.checked_add(floats.checked_mul(4)?)?)?;
+        Some(Placement { floats_at, blocks_at, len: blocks_at.checked_add(blocks)? })
+    }
+}
+
+/// The engine's version, as the prefix stores it.
+fn engine_version() -> [u8; 16] {
+    let mut version = [0u8; 16];
+    let text = env!("CARGO_PKG_VERSION").as_bytes();
+    let n = text.len().min(version.len());
+    version[..n].copy_from_slice(&text[..n]);
+    version
+}
+
+/// The start of a snapshot of `weights`, loaded from the GGUF whose header is `header`: the prefix
+/// and the header, to be written at offset 0 once the buffers are written where [`Placement`] says
+/// (the f32 values little-endian).
+pub fn start(header: &GgufHeader, weights: &Weights) -> Result<(Vec<u8>, Placement)> {
+    let (floats, blocks) = weights.buffers();
+    let placement = Placement::of(header.bytes.len(), floats.len(), blocks.len())
+        .ok_or_else(|| Error::Snapshot("the weights' sizes overflow".into()))?;
+    let mut start = Vec::with_capacity(PREFIX + header.bytes.len());
+    start.extend_from_slice(&MAGIC);
+    start.extend_from_slice(&FORMAT.to_le_bytes());
+    start.extend_from_slice(&[0; 4]);
+    start.extend_from_slice(&engine_version());
+    for n in [header.file_len, header.bytes.len(), floats.len(), blocks.len()] {
+        start.extend_from_slice(&(n as u64).to_le_bytes());
+    }
+    start.extend_from_slice(&header.bytes);
+    Ok((start, placement))
+}
+
+/// The little-endian u64 at `at` in the prefix (which is [`PREFIX`] long), as a size.
+fn size_at(prefix: &[u8], at: usize) -> Result<usize> {
+    let bytes: [u8; 8] = prefix.get(at..at + 8).and_then(|b| b.try_into().ok()).unwrap_or_default();
+    usize::try_from(u64::from_le_bytes(bytes))
+        .map_err(|_| Error::Snapshot(format!("a size at byte {at} does not fit in this address space")))
+}
+
+/// How many bytes of a snapshot's start (the prefix and the header) [`SnapshotRestore::new`]
+/// needs, read from its first [`PREFIX`] bytes; refuses what is not a whole snapshot of this
+/// engine's layout.
+pub fn start_len(prefix: &[u8]) -> Result<usize> {
+    let prefix = prefix.get(..PREFIX).ok_or_else(|| Error::Snapshot("it is shorter than its prefix".into()))?;
+    if prefix[..8] != MAGIC {
+        return Err(Error::Snapshot("it is not a snapshot, or its writing did not finish".into()));
+    }
+    let format = u32::from_le_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]);
+    if format != FORMAT || prefix[16..32] != engine_version() {
+        let version = String::from_utf8_lossy(&prefix[16..32]).trim_end_matches('\0').to_string();
+        return Err(Error::Snapshot(format!(
+            "it was written by gptlens {version} (layout {format}); this is {} (layout {FORMAT})",
+            env!("CARGO_PKG_VERSION")
+        )));
+    }
+    PREFIX.checked_add(size_at(prefix, 40)?).ok_or_else(|| Error::Snapshot("its header's length overflows".into()))
+}
+
+/// A model being loaded from a snapshot: its start is checked and the buffers allocated, while
+/// the header is parsed and planned on the thread pool (and the tokenizer built); the reader
+/// fills [`SnapshotRestore::buffers`] from the snapshot's bytes at the [`Placement`] meanwhile,
+/// then [`SnapshotRestore::finish`]es, which checks the plan against the buffers.
+pub struct SnapshotRestore {
+    floats: Vec<f32>,
+    blocks: Vec<u8>,
+    plan: Aside<Result<GgufHead>>,
+    tokenizer: TokenizerBuild,
+    placement: Placement,
+}
+
+/// The GGUF header kept in a snapshot, parsed.
+fn parse(header: &[u8], file_len: usize) -> Result<GgufFile<'_>> {
+    GgufFile::parse_header(header, file_len)?.ok_or_else(|| Error::Snapshot("its GGUF header is incomplete".into()))
+}
+
+impl SnapshotRestore {
+    /// `start`: the snapshot's first [`start_len`] bytes (or more); `len`: its whole length.
+    pub fn new(start: &[u8], len: usize, options: &LoadOptions) -> Result<SnapshotRestore> {
+        let header_end = start_len(start)?;
+        let header = start.get(PREFIX..header_end).ok_or_else(|| Error::Snapshot("its header is cut short".into()))?;
+        let file_len = size_at(start, 32)?;
+        let (floats, blocks) = (size_at(start, 48)?, size_at(start, 56)?);
+        let placement = Placement::of(header.len(), floats, blocks)
+            .ok_or_else(|| Error::Snapshot("the weights' sizes overflow".into()))?;
+        if placement.len != len {
+            return Err(Error::Snapshot(format!("it is {len} bytes long; its prefix says {}", placement.len)));
+        }
+        let budget = Budget::resolve(options.memory_budget, header.len() as u64)?;
+        // The buffers are allocated before the plan that checks the budget has run.
+        let weights = (placement.len - placement.floats_at) as u64;
+        if weights > budget.bytes {
+            return Err(Error::Snapshot(format!(
+                "its {weights} bytes of weights are more than the memory budget of {} bytes",
+                budget.bytes
+            )));
+        }
+        warm_up_aside();
+        let (plan, tokenizer) = if rayon::current_num_threads() < 2 {
+            let file = parse(header, file_len)?;
+            (Aside::Done(Box::new(GgufHead::plan(&file, &budget, false))), Aside::Done(Box::new(tokenizer_of(&file))))
+        } else {
+            let header = Arc::new(header.to_vec());
+            let planned = Arc::clone(&header);
+            let plan = Aside::spawn(move || GgufHead::plan(&parse(&planned, file_len)?, &budget, false));
+            (plan, build_tokenizer_aside(header, file_len))
+        };
+        Ok(SnapshotRestore { floats: vec![0.0; floats], blocks: vec![0; blocks], plan, tokenizer, placement })
+    }
+
+    /// Where the buffers are in the snapshot.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// The buffers to fill with the snapshot's bytes at [`SnapshotRestore::placement`]: the f32
+    /// values (little-endian in the snapshot) and the blocks.
+    pub fn buffers(&mut self) -> (&mut [f32], &mut [u8]) {
+        (&mut self.floats, &mut self.blocks)
+    }
+
+    /// The model, once the buffers hold the snapshot's bytes.
+    pub fn finish(self) -> Result<Checkpoint> {
+        let planned = self.plan.wait().ok_or_else(|| Error::Snapshot("its plan stopped before it ended".into()))?;
+        let mut head = planned?;
+        head.fill.install(self.floats, self.blocks)?;
+        head.finish(built(self.tokenizer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::GgufStream;
+
+    /// The quantized LLaMA fixture: f32 vectors, and Q4_0/Q4_1/Q8_0 matrices that get packed.
+    const GGUF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/llama-tiny-q/model.gguf");
+
+    fn loaded() -> (Checkpoint, GgufHeader) {
+        let file = std::fs::read(GGUF).unwrap();
+        let mut stream = GgufStream::new(file.len() as u64, &LoadOptions::default()).unwrap().keep_header();
+        for piece in file.chunks(1000) {
+            stream.push(piece).unwrap();
+        }
+        let (checkpoint, header) = stream.finish_keeping_header().unwrap();
+        (checkpoint, header.unwrap())
+    }
+
+    /// The snapshot's bytes, as the page's writer lays them out.
+    fn snapshot(checkpoint: &Checkpoint, header: &GgufHeader) -> Vec<u8> {
+        let (start, placement) = start(header, &checkpoint.model.weights).unwrap();
+        let (floats, blocks) = checkpoint.model.weights.buffers();
+        let mut bytes = vec![0u8; placement.len];
+        bytes[..start.len()].copy_from_slice(&start);
+        for (i, v) in floats.iter().enumerate() {
+            bytes[placement.floats_at + 4 * i..][..4].copy_from_slice(&v.to_le_bytes());
+        }
+        bytes[placement.blocks_at..].copy_from_slice(blocks);
+        bytes
+    }
+
+    fn restore(bytes: &[u8]) -> Result<Checkpoint> {
+        let mut restore = SnapshotRestore::new(bytes, bytes.len(), &LoadOptions::default())?;
+        let Placement { floats_at, blocks_at, .. } = restore.placement();
+        let (floats, blocks) = restore.buffers();
+        for (i, v) in floats.iter_mut().enumerate() {
+            *v = f32::from_le_bytes(bytes[floats_at + 4 * i..][..4].try_into().unwrap());
+        }
+        blocks.copy_from_slice(&bytes[blocks_at..blocks_at + blocks.len()]);
+        restore.finish()
+    }
+
+    #[test]
+    fn a_restored_model_has_the_same_weights_tokenizer_and_logits() {
+        let (checkpoint, header) = loaded();
+        let (floats, blocks) = checkpoint.model.weights.buffers();
+        assert!(!blocks.is_empty() && !floats.is_empty(), "the fixture should have packed and f32 tensors");
+        let bytes = snapshot(&checkpoint, &header);
+        let restored = restore(&bytes).unwrap();
+        assert_eq!(restored.model.weights.buffers(), checkpoint.model.weights.buffers());
+        assert_eq!(restored.model.config.n_layer, checkpoint.model.config.n_layer);
+        let text = "Hello, world";
+        let ids = checkpoint.tokenizer().unwrap().encode(text).unwrap();
+        assert_eq!(restored.tokenizer().unwrap().encode(text).unwrap(), ids);
+        let logits = |c: &Checkpoint| {
+            let mut session = crate::model::Session::new(c.model.clone());
+            session.run(&ids, &Default::default()).unwrap();
+            session.last_logits().to_vec()
+        };
+        assert_eq!(logits(&restored), logits(&checkpoint));
+    }
+
+    /// A tripwire, not a reference value: the fixture's buffers as this engine lays them out. When
+    /// a change to the packing or the decoding moves it, snapshots written before would load as
+    /// other numbers: bump [`FORMAT`], then set both here.
+    #[test]
+    fn the_buffers_layout_is_the_one_format_names() {
+        /// The format, and the hash of the fixture's buffers in its layout.
+        const LAYOUT: (u32, u64) = (1, 7_567_272_608_494_627_530);
+        let (checkpoint, _) = loaded();
+        let (floats, blocks) = checkpoint.model.weights.buffers();
+        // FNV-1a over the f32 values' bytes, then the blocks.
+        let bytes = floats.iter().flat_map(|v| v.to_le_bytes()).chain(blocks.iter().copied());
+        let hash = bytes.fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        assert_eq!((FORMAT, hash), LAYOUT, "the weights' layout or FORMAT changed: see the test's comment");
+    }
+
+    #[test]
+    fn a_snapshot_cut_short_changed_or_from_another_layout_is_refused() {
+        let (checkpoint, header) = loaded();
+        let bytes = snapshot(&checkpoint, &header);
+        let refused = |bytes: &[u8], why: &str| match restore(bytes) {
+            Err(Error::Snapshot(message)) => assert!(message.contains(why), "{message:?} should say {why:?}"),
+            other => panic!("expected a snapshot error saying {why:?}, got {:?}", other.map(|_| ())),
+        };
+        refused(&bytes[..bytes.len() - 1], "bytes long");
+        refused(&bytes[..40], "shorter than its prefix");
+        let mut unfinished = bytes.clone();
+        unfinished[..8].fill(0);
+        refused(&unfinished, "did not finish");
+        let mut other_format = bytes.clone();
+        other_format[8] ^= 0xff;
+        refused(&other_format, "layout");
+        let mut other_version = bytes.clone();
+        other_version[16..32].copy_from_slice(b"0.0.0-other\0\0\0\0\0");
+        refused(&other_version, "0.0.0-other");
+        // 16 more f32 values than the header plans, and the snapshot 64 bytes longer to hold them.
+        let mut other_sizes = bytes.clone();
+        let floats = u64::from_le_bytes(other_sizes[48..56].try_into().unwrap());
+        other_sizes[48..56].copy_from_slice(&(floats + 16).to_le_bytes());
+        other_sizes.extend_from_slice(&[0; 64]);
+        refused(&other_sizes, "its header plans");
+        let tight = LoadOptions { memory_budget: Some(64 << 10) };
+        match SnapshotRestore::new(&bytes, bytes.len(), &tight) {
+            Err(Error::Snapshot(message)) => assert!(message.contains("memory budget"), "{message}"),
+            other => panic!("expected the budget to refuse the snapshot, got {:?}", other.map(|_| ())),
+        }
+        let mut cut_header = bytes.clone();
+        cut_header[40..48].copy_from_slice(&8u64.to_le_bytes());
+        assert!(restore(&cut_header).is_err());
+    }
+}

@@ -53,6 +53,12 @@ export function snapshotState(): SnapshotState {
   return state;
 }
 
+/** The worker's model has no snapshot (it was loaded without a key, or trained): none is written. */
+export function noSnapshot(): void {
+  stopWriting();
+  state = { state: 'none' };
+}
+
 const message = (error: unknown): string => (error instanceof Error ? error.message : String(error)).replace(/\.$/, '');
 
 async function folder(): Promise<OpfsFolder> {
@@ -139,8 +145,8 @@ export async function restoreSnapshot(key: string, options: LoadOptions): Promis
 /**
  * Writes a snapshot of `model` (loaded by a `GgufLoader` made `forSnapshot`) under `key`, in the
  * background: a piece at a time once the worker has been quiet (`quietFor()`: ms without a
- * request) for `QUIET_MS`, as long as `current()` (the model is still the worker's). Its start is written last, so a snapshot cut short is refused.
- * The oldest snapshots beyond `KEPT` are deleted.
+ * request) for `QUIET_MS`, as long as `current()` (the model is still the worker's). Its start is
+ * written last, so a snapshot cut short is refused. The oldest snapshots beyond `KEPT` are deleted.
  */
 export function keepSnapshot(model: Model, key: string, current: () => boolean, quietFor: () => number): void {
   stopWriting();
@@ -155,16 +161,18 @@ export function keepSnapshot(model: Model, key: string, current: () => boolean, 
     state = { state: 'failed', key, missed, why: message(error) };
     return;
   }
-  state = { state: 'writing', key, missed };
+  const writing: SnapshotState = { state: 'writing', key, missed };
+  state = writing;
   const going = () => {
     if (stopped || !current()) throw new Error('the model was replaced before its snapshot was written');
   };
+  // Only this write's own state is updated: a later load's is not this one's to change.
   write(key, parts, going, quietFor).then(
     () => {
-      if (state.key === key && state.state === 'writing') state = { state: 'kept', key, missed };
+      if (state === writing) state = { state: 'kept', key, missed };
     },
     (error: unknown) => {
-      if (state.key === key && state.state === 'writing') state = { state: 'failed', key, missed, why: message(error) };
+      if (state === writing) state = { state: 'failed', key, missed, why: message(error) };
     },
   );
 }

@@ -6,7 +6,7 @@ import { abortForTesting, crashFlag, engineMemoryBytes, init } from './backend.j
 import { asEngineFailure, EngineCrashedError } from './crash.js';
 import { GgufLoader, Model, Session, Trace, tokenProbs } from './model.js';
 import { declineReply, writeReply } from './reply.js';
-import { keepSnapshot, restoreSnapshot, snapshotState } from './snapshot.js';
+import { keepSnapshot, noSnapshot, restoreSnapshot, snapshotState } from './snapshot.js';
 import { Trainer } from './train.js';
 import { transferables, type Args, type Operation, type PromptData, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type { HookName, ModelInfo, NextQuery, PromptNext, PromptQuery } from './types.js';
@@ -189,6 +189,7 @@ const handlers: Handlers = {
     const next = await Model.load(files, { backend });
     forgetModel();
     model = next;
+    noSnapshot();
     return { info: model.info(), backend: model.backendInfo() };
   },
   loadGgufBegin: (fileBytes, snapshotKey) => {
@@ -217,7 +218,8 @@ const handlers: Handlers = {
       const next = await loader.finish({ backend });
       forgetModel();
       model = next;
-      if (incomingKey !== undefined) keepSnapshot(next, incomingKey, () => model === next, quietFor);
+      if (incomingKey === undefined) noSnapshot();
+      else keepSnapshot(next, incomingKey, () => model === next, quietFor);
       return { info: model.info(), backend: model.backendInfo() };
     } finally {
       loader.free();
@@ -285,6 +287,7 @@ const handlers: Handlers = {
     const next = await found(trainers, trainer, 'trainer').model({ backend });
     model?.free();
     model = next;
+    noSnapshot();
     return { info: model.info(), backend: model.backendInfo() };
   },
   trainerFree: (trainer) => {
@@ -337,7 +340,7 @@ async function handle({ id, op, args, release = [], reply }: Request): Promise<v
 }
 
 let queue = Promise.resolve();
-/** Requests received and not yet answered, and when the last was answered: see `quiet`. */
+/** Requests received and not yet answered, and when the last was answered: see `quietFor`. */
 let pending = 0;
 let lastAnswered = 0;
 scope.addEventListener('message', (event) => {

@@ -133,7 +133,7 @@ export class Engine {
   ): Promise<Engine> {
     const { onProgress, snapshotKey } = options;
     try {
-      return await Engine.start(options, (client) => client.loadGguf(body, fileBytes, snapshotKey === undefined ? { onProgress } : { onProgress, snapshotKey }));
+      return await Engine.start(options, (client) => client.loadGguf(body, fileBytes, { onProgress, snapshotKey }));
     } catch (error) {
       // A load that failed before reading the body to its end (no Worker, a bad file) cancels it,
       // letting go of the connection and what it had buffered (a stream the load read to its end

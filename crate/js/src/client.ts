@@ -301,7 +301,7 @@ export class GptlensWorker {
   async loadGguf(
     pieces: Pieces,
     fileBytes: number,
-    { backend = this.requested, onProgress, snapshotKey }: { backend?: BackendChoice; onProgress?: (bytesRead: number) => void; snapshotKey?: string } = {},
+    { backend = this.requested, onProgress, snapshotKey }: { backend?: BackendChoice; onProgress?: (bytesRead: number) => void; snapshotKey?: string | undefined } = {},
   ): Promise<ModelInfo> {
     const size = check.byteCount(fileBytes, 'fileBytes');
     const key = snapshotKey === undefined ? undefined : check.snapshotKey(snapshotKey);

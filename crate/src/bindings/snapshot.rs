@@ -57,7 +57,7 @@ impl Model {
     #[wasm_bindgen(js_name = snapshotStart)]
     pub fn snapshot_start(&self) -> Result<Vec<u8>, JsError> {
         let header = self.gguf_header.as_ref().ok_or_else(no_header)?;
-        Ok(snapshot::start(header, &self.checkpoint.model.weights)?.0)
+        Ok(snapshot::start(header, &self.checkpoint.model.weights))
     }
 
     /// Where this model's weight buffers are, to write them into a snapshot. The pointers stay
@@ -66,9 +66,8 @@ impl Model {
     pub fn snapshot_buffers(&self) -> Result<SnapshotBuffers, JsError> {
         let header = self.gguf_header.as_ref().ok_or_else(no_header)?;
         let weights = &self.checkpoint.model.weights;
-        let (_, placement) = snapshot::start(header, weights)?;
         let (floats, blocks) = weights.buffers();
-        Ok(SnapshotBuffers::of(placement, floats, blocks))
+        Ok(SnapshotBuffers::of(snapshot::placement(header, weights)?, floats, blocks))
     }
 }
 

@@ -58,12 +58,22 @@ pub struct Placement {
 }
 
 impl Placement {
-    fn of(header_len: usize, floats: usize, blocks: usize) -> Option<Placement> {
+    /// For a header of `header_len` bytes, `floats` f32 values and `blocks` bytes of blocks.
+    fn of(header_len: usize, floats: usize, blocks: usize) -> Result<Placement> {
         let align = |n: usize| n.checked_next_multiple_of(ALIGN);
-        let floats_at = align(PREFIX.checked_add(header_len)?)?;
-        let blocks_at = align(floats_at.checked_add(floats.checked_mul(4)?)?)?;
-        Some(Placement { floats_at, blocks_at, len: blocks_at.checked_add(blocks)? })
+        let placed = || {
+            let floats_at = align(PREFIX.checked_add(header_len)?)?;
+            let blocks_at = align(floats_at.checked_add(floats.checked_mul(4)?)?)?;
+            Some(Placement { floats_at, blocks_at, len: blocks_at.checked_add(blocks)? })
+        };
+        placed().ok_or_else(|| Error::Snapshot("the weights' sizes overflow".into()))
     }
+}
+
+/// Where the buffers of `weights`, loaded from the GGUF whose header is `header`, go in their snapshot.
+pub fn placement(header: &GgufHeader, weights: &Weights) -> Result<Placement> {
+    let (floats, blocks) = weights.buffers();
+    Placement::of(header.bytes.len(), floats.len(), blocks.len())
 }
 
 /// The engine's version, as the prefix stores it.
@@ -76,12 +86,10 @@ fn engine_version() -> [u8; 16] {
 }
 
 /// The start of a snapshot of `weights`, loaded from the GGUF whose header is `header`: the prefix
-/// and the header, to be written at offset 0 once the buffers are written where [`Placement`] says
+/// and the header, to be written at offset 0 once the buffers are written where [`placement`] says
 /// (the f32 values little-endian).
-pub fn start(header: &GgufHeader, weights: &Weights) -> Result<(Vec<u8>, Placement)> {
+pub fn start(header: &GgufHeader, weights: &Weights) -> Vec<u8> {
     let (floats, blocks) = weights.buffers();
-    let placement = Placement::of(header.bytes.len(), floats.len(), blocks.len())
-        .ok_or_else(|| Error::Snapshot("the weights' sizes overflow".into()))?;
     let mut start = Vec::with_capacity(PREFIX + header.bytes.len());
     start.extend_from_slice(&MAGIC);
     start.extend_from_slice(&FORMAT.to_le_bytes());
@@ -91,7 +99,7 @@ pub fn start(header: &GgufHeader, weights: &Weights) -> Result<(Vec<u8>, Placeme
         start.extend_from_slice(&(n as u64).to_le_bytes());
     }
     start.extend_from_slice(&header.bytes);
-    Ok((start, placement))
+    start
 }
 
 /// The little-endian u64 at `at` in the prefix (which is [`PREFIX`] long), as a size.
@@ -144,8 +152,7 @@ impl SnapshotRestore {
         let header = start.get(PREFIX..header_end).ok_or_else(|| Error::Snapshot("its header is cut short".into()))?;
         let file_len = size_at(start, 32)?;
         let (floats, blocks) = (size_at(start, 48)?, size_at(start, 56)?);
-        let placement = Placement::of(header.len(), floats, blocks)
-            .ok_or_else(|| Error::Snapshot("the weights' sizes overflow".into()))?;
+        let placement = Placement::of(header.len(), floats, blocks)?;
         if placement.len != len {
             return Err(Error::Snapshot(format!("it is {len} bytes long; its prefix says {}", placement.len)));
         }
@@ -211,7 +218,8 @@ mod tests {
 
     /// The snapshot's bytes, as the page's writer lays them out.
     fn snapshot(checkpoint: &Checkpoint, header: &GgufHeader) -> Vec<u8> {
-        let (start, placement) = start(header, &checkpoint.model.weights).unwrap();
+        let start = start(header, &checkpoint.model.weights);
+        let placement = placement(header, &checkpoint.model.weights).unwrap();
         let (floats, blocks) = checkpoint.model.weights.buffers();
         let mut bytes = vec![0u8; placement.len];
         bytes[..start.len()].copy_from_slice(&start);

@@ -154,18 +154,34 @@ export async function runGgufStreamed(options, tokens) {
 }
 
 /**
- * The quantized .gguf fixture loaded through the worker client with a snapshot key, four times,
+ * The quantized .gguf fixture loaded through the worker client with a snapshot key, five times,
  * each in a fresh worker: from the file (the snapshot is then written), from the snapshot (the
  * body is cancelled, never read), from the file again once the snapshot was cut short here (it is
- * refused and written anew), and from the new snapshot. Returns each load's snapshot state, logits
- * and whether its body was read, or the error's message.
+ * refused and written anew), from the new snapshot, which is then deleted, and from the file again,
+ * its snapshot deleted while being written. Returns each load's snapshot state, logits, whether its
+ * body was read and what `listSnapshots` said of this key's snapshot (`listed`: after the load;
+ * `cut`: once cut short, from another worker; `deleted`: after each deletion), or the error's message.
  */
 export async function runGgufSnapshot(options, tokens) {
   const url = '/tests/fixtures/llama-tiny-q/model.gguf';
   const key = `${location.origin}${url} test ${crypto.randomUUID()}`;
   const file = new Uint8Array(await (await fetch(url)).arrayBuffer());
   const loads = [];
-  async function load() {
+  /** This key's snapshot in `engine.listSnapshots()`, and the origin's storage figures. */
+  const listed = async (engine) => {
+    const { entries, usedBytes, quotaBytes } = await engine.listSnapshots();
+    return { entry: entries.find((entry) => entry.key === key), usedBytes, quotaBytes, sorted: entries.every((entry, i) => i === 0 || entries[i - 1].written >= entry.written) };
+  };
+  const deleted = [];
+  /** Deletes this key's snapshot through `engine`: the state and the list after. */
+  const remove = async (engine, id) => {
+    await engine.deleteSnapshots([id]);
+    const folder = await (await navigator.storage.getDirectory()).getDirectoryHandle('gptlens-snapshots');
+    const kept = (file) => folder.getFileHandle(file).then(() => true, () => false);
+    const files = { snapshot: await kept(id), key: await kept(id.replace(/\.snapshot$/, '.key')) };
+    deleted.push({ state: await engine.snapshotState(), listed: await listed(engine), files });
+  };
+  async function load(after = async () => {}) {
     const engine = await createWorkerClient(options);
     try {
       const body = { read: false, cancelled: false };
@@ -191,7 +207,8 @@ export async function runGgufSnapshot(options, tokens) {
         await new Promise((resolve) => setTimeout(resolve, 500));
         settled = await engine.snapshotState();
       }
-      loads.push({ loaded, settled, logits, body, vocab: (await engine.info()).vocabSize });
+      loads.push({ loaded, settled, logits, body, vocab: (await engine.info()).vocabSize, listed: await listed(engine) });
+      await after(engine);
     } finally {
       engine.terminate();
     }
@@ -206,9 +223,22 @@ export async function runGgufSnapshot(options, tokens) {
     const writable = await snapshot.createWritable({ keepExistingData: true });
     await writable.truncate(length - 1);
     await writable.close();
+    const lister = await createWorkerClient(options);
+    const cut = await listed(lister).finally(() => lister.terminate());
     await load();
+    await load(async (engine) => remove(engine, loads.at(-1).listed.entry.id));
+    // Deleted while being written: the write stops, and nothing of it is left.
+    const writing = await createWorkerClient(options);
+    try {
+      await writing.loadGguf(new Blob([file]).stream(), file.byteLength, { snapshotKey: key });
+      const state = (await writing.snapshotState()).state;
+      await remove(writing, name);
+      deleted.at(-1).whileWriting = state;
+    } finally {
+      writing.terminate();
+    }
     await load();
-    return { loads, length };
+    return { loads, length, cut, deleted };
   } catch (error) {
     return { error: error.message, loads };
   }

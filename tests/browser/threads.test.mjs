@@ -103,19 +103,36 @@ test("a .gguf streamed from a fetch's body through the worker client is the mode
   assert.deepEqual(bits(streamedGguf.logits[0]), bits(streamedGguf.logits[1]));
 });
 
-test('a .gguf loaded with a snapshot key is written to OPFS and loaded back from it, bit for bit; a snapshot cut short is refused and written again', () => {
-  for (const [build, { error, loads, length }] of Object.entries(snapshots)) {
+test('a .gguf loaded with a snapshot key is written to OPFS and loaded back from it, bit for bit; a snapshot cut short is refused and written again; listed and deleted', () => {
+  for (const [build, { error, loads, length, cut, deleted }] of Object.entries(snapshots)) {
     assert.equal(error, undefined, build);
     const states = loads.map(({ loaded, settled }) => [loaded.state, settled.state]);
-    assert.deepEqual(states, [['writing', 'kept'], ['restored', 'restored'], ['writing', 'kept'], ['restored', 'restored']], build);
+    assert.deepEqual(states, [['writing', 'kept'], ['restored', 'restored'], ['writing', 'kept'], ['restored', 'restored'], ['writing', 'kept']], build);
     assert.match(loads[0].loaded.missed, /no snapshot is kept/, build);
     assert.match(loads[2].loaded.missed, new RegExp(`it is ${length - 1} bytes long; its prefix says ${length}`), build);
+    assert.match(loads[4].loaded.missed, /no snapshot is kept/, `${build}: deleted, it is not there to load`);
     assert.deepEqual(loads.map(({ body }) => body), [
       { read: true, cancelled: false },
       { read: false, cancelled: true },
       { read: true, cancelled: false },
       { read: false, cancelled: true },
+      { read: true, cancelled: false },
     ], `${build}: a restored load cancels the file's body unread`);
+    for (const { listed } of loads) {
+      const { id, written, ...entry } = listed.entry;
+      assert.match(id, /^[0-9a-f]{32}\.snapshot$/, build);
+      assert.ok(written > Date.now() - 600_000 && written <= Date.now(), `${build}: written ${written}`);
+      assert.deepEqual(entry, { key: entry.key, bytes: length, unusable: undefined, current: true }, `${build}: listed, usable, the worker's own`);
+      assert.ok(listed.sorted, `${build}: newest first`);
+      assert.ok(listed.quotaBytes > 0 && listed.usedBytes >= length, `${build}: the origin's storage ${listed.usedBytes} of ${listed.quotaBytes}`);
+    }
+    assert.equal(cut.entry.bytes, length - 1, build);
+    assert.equal(cut.entry.current, false, `${build}: another worker's snapshot`);
+    assert.match(cut.entry.unusable, new RegExp(`it is ${length - 1} bytes long; its prefix says ${length}`), `${build}: listed as cut short`);
+    assert.deepEqual(deleted.map(({ state, listed, files, whileWriting }) => [state.state, listed.entry, files, whileWriting]), [
+      ['deleted', undefined, { snapshot: false, key: false }, undefined],
+      ['deleted', undefined, { snapshot: false, key: false }, 'writing'],
+    ], `${build}: deleted, restored or while being written, with its key; the model's state says so`);
     assert.equal(loads[0].logits.length, 5 * loads[0].vocab, build);
     for (const { logits } of loads.slice(1)) assert.deepEqual(bits(logits), bits(loads[0].logits), `${build}: the same logits, bit for bit`);
   }

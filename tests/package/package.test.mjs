@@ -311,6 +311,7 @@ function fakeWorker(info = { ...model.info() }, { refuse = [], restored = false 
         load: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
         loadGgufEnd: { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
         restoreSnapshot: restored ? { info, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } } : { missed: 'no snapshot is kept for this file' },
+        listSnapshots: { entries: [], usedBytes: 1 << 20, quotaBytes: 1 << 30 },
         openSession: 1,
         run: { id: 2, tokens: Uint32Array.from(referenceTokens), computed: referenceTokens.length, tensors: {} },
         sessionRunPrompt: {
@@ -774,7 +775,7 @@ test('a streamed .gguf the worker refuses cancels its source, whatever kind it i
   }
 });
 
-test('with a snapshot key the worker client asks for the snapshot first: restored, the source is cancelled unread; else the file goes with the key; a bad key is refused before posting', async () => {
+test('with a snapshot key the worker client asks for the snapshot first: restored, the source is cancelled unread; else the file goes with the key; a bad key is refused before posting; snapshots are listed and deleted by id, bad ids refused before posting', async () => {
   const file = new Uint8Array(5 << 20).fill(3);
   const source = (log) =>
     new ReadableStream({
@@ -810,6 +811,16 @@ test('with a snapshot key the worker client asks for the snapshot first: restore
     await assert.rejects(engine.loadGguf(source([]), file.length, { snapshotKey: bad }), TypeError);
     assert.deepEqual(worker.posted.map(({ op }) => op), ['init', 'crashFlag'], 'nothing posted for a bad key');
   }
+
+  const managing = fakeWorker();
+  const manager = await createWorkerClient({ worker: managing });
+  assert.deepEqual(await manager.listSnapshots(), { entries: [], usedBytes: 1 << 20, quotaBytes: 1 << 30 });
+  const id = `${'0123456789abcdef'.repeat(2)}.snapshot`;
+  await manager.deleteSnapshots([id]);
+  for (const bad of [id, [`../${id}`], [id.toUpperCase()], ['a.snapshot'], [7], Array(1001).fill(id)]) {
+    await assert.rejects(manager.deleteSnapshots(bad), TypeError, `refused: ${String(bad).slice(0, 60)}`);
+  }
+  assert.deepEqual(managing.posted.slice(2), [{ op: 'listSnapshots', args: [] }, { op: 'deleteSnapshots', args: [[id]] }], 'bad ids are refused before posting');
 });
 
 test('head detectors: the default sequence and every head’s scores are PyTorch’s', () => {

@@ -339,7 +339,7 @@ test('a bad file shows a clear error and the previous model stays loaded', async
   await page.close();
 });
 
-test("a server's .gguf is kept in the browser once loaded (OPFS): the diagnostics say so, a reload loads it from there with the same probabilities, ?snapshot=off reads the file", async () => {
+test("a server's .gguf is kept in the browser once loaded (OPFS): the diagnostics say so, a reload loads it from there with the same probabilities, it is listed and deleted there, ?snapshot=off reads the file", async () => {
   const page = await openPage({ model: 'fixtures/llama-tiny-q', prompt: 'The cat sat' });
   /** Waits until the diagnostics' "saved copy" row matches `pattern` (the row is drawn once the views below the fold are). */
   const savedCopy = async (pattern) => {
@@ -360,6 +360,23 @@ test("a server's .gguf is kept in the browser once loaded (OPFS): the diagnostic
   await savedCopy(/^loaded from it\n/);
   assert.deepEqual(await loadDetail(), { snapshot: 'restored' });
   assert.deepEqual(await candidates(page), fromFile, 'the same candidates and probabilities as from the file');
+
+  // Listed under the diagnostics, and deleted from there: the next load reads the file again.
+  const saved = page.getByTestId('saved-models');
+  await saved.locator('summary').click();
+  const row = saved.getByTestId('saved-model').filter({ hasText: 'model.gguf' });
+  await row.waitFor();
+  assert.match(await row.innerText(), /^model\.gguf\n[\d.]+ [KM]B · saved .+ · the model shown\nDelete$/);
+  const status = page.getByTestId('saved-status');
+  assert.match(await status.innerText(), /^1 saved, [\d.]+ [KM]B\. This site stores .+ in all, of the .+ the browser lets it\.$/);
+  await saved.screenshot({ path: `${shots}/saved-models.png` });
+  await row.getByRole('button', { name: 'Delete the saved copy of model.gguf' }).click();
+  await status.filter({ hasText: /^Deleted the saved copy of model\.gguf\. None: / }).waitFor();
+  assert.equal(await saved.getByTestId('saved-model').count(), 0);
+  await savedCopy(/^deleted from this browser\n/);
+  await page.reload();
+  await page.getByTestId('candidate').first().waitFor();
+  await savedCopy(/^not used \(no snapshot is kept for this file\); written\n/);
 
   await page.goto(page.url().replace('?', '?snapshot=off&'));
   await page.getByTestId('candidate').first().waitFor();

@@ -21,6 +21,7 @@ import {
   type PromptNext,
   type PromptTimings,
   type SamplingParams,
+  type Snapshots,
   type SnapshotState,
   type WorkerSession,
   type WorkerTrace,
@@ -191,6 +192,16 @@ export class Engine {
   /** The snapshot of the model's weights the Worker keeps in this browser (see `Loader`). */
   snapshotState(): Promise<SnapshotState> {
     return this.client.snapshotState();
+  }
+
+  /** The snapshots kept in this browser (the Worker reads OPFS; see `GptlensWorker.listSnapshots`). */
+  listSnapshots(): Promise<Snapshots> {
+    return this.client.listSnapshots();
+  }
+
+  /** Deletes snapshots by id; the model stays loaded. */
+  deleteSnapshots(ids: readonly string[]): Promise<void> {
+    return this.client.deleteSnapshots(ids);
   }
 
   /** Bytes of the Worker's engine memory: the most loading and running have taken (it never shrinks). */

@@ -83,9 +83,25 @@ function fetched(url: string, optional = false): FileSource['open'] {
     }
     const length = response.headers.get('Content-Length');
     const version = response.headers.get('ETag') ?? response.headers.get('Last-Modified');
-    const snapshotKey = version === null || length === null ? undefined : `${response.url}\n${version}\n${length}`;
+    const snapshotKey = version === null || length === null ? undefined : [response.url, version, length].join(KEY_SEPARATOR);
     return { body: response.body, bytes: length === null ? undefined : Number(length), snapshotKey };
   };
+}
+
+/** Between a snapshot key's URL, its version (ETag or Last-Modified) and its size. */
+const KEY_SEPARATOR = '\n';
+
+/** The file a snapshot key names, for a reader: its URL and the last part of its path. */
+export function fileOfSnapshotKey(key: string): { url: string; name: string } {
+  const url = key.split(KEY_SEPARATOR, 1)[0]!;
+  const last = url.split(/[?#]/, 1)[0]!.split('/').filter(Boolean).at(-1) ?? url;
+  let name = last;
+  try {
+    name = decodeURIComponent(last);
+  } catch {
+    // Not percent-encoded after all: shown as it is.
+  }
+  return { url, name };
 }
 
 export function catalogSource(model: CatalogModel): ModelSource {

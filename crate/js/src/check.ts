@@ -203,7 +203,6 @@ export function optionalIndex(value: unknown, name: string, max: number): number
   return value === undefined ? undefined : integer(value, name, 0, max, `[0, ${max})`);
 }
 
-/** A size in bytes: an integer in [0, 2^53). */
 /** A snapshot's key: a string of 1 to 4096 characters (a URL with its validators). */
 export function snapshotKey(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > 4096) {
@@ -212,6 +211,18 @@ export function snapshotKey(value: unknown): string {
   return value;
 }
 
+/** Snapshots' ids, as `listSnapshots` gives them: file names made of a 32-digit hex hash and `.snapshot`. */
+export function snapshotIds(value: unknown): string[] {
+  if (!Array.isArray(value) || value.length > 1000) throw new TypeError('ids must be an array of at most 1000 snapshot ids (from listSnapshots)');
+  return value.map((id: unknown) => {
+    if (typeof id !== 'string' || !/^[0-9a-f]{32}\.snapshot$/.test(id)) {
+      throw new TypeError(`${typeof id === 'string' ? JSON.stringify(id.slice(0, 80)) : typeof id} is not a snapshot id (listSnapshots gives them)`);
+    }
+    return id;
+  });
+}
+
+/** A size in bytes: an integer in [0, 2^53). */
 export function byteCount(value: unknown, name: string): number {
   return integer(value, name, 0, Number.MAX_SAFE_INTEGER + 1, '[0, 2^53)');
 }

@@ -28,6 +28,7 @@ import type {
   PromptQuery,
   PromptTimings,
   SamplingParams,
+  Snapshots,
   SnapshotState,
   Tensor,
   TokenProb,
@@ -296,7 +297,7 @@ export class GptlensWorker {
    * the same key reads that instead of `pieces` (which it cancels): no decoding or packing, no
    * copies through the page. `snapshotState()` says which happened. A snapshot that cannot be used
    * (cut short, from another version of gptlens) is deleted and the file is read; the newest three
-   * are kept.
+   * are kept (`listSnapshots`, `deleteSnapshots`).
    */
   async loadGguf(
     pieces: Pieces,
@@ -348,6 +349,24 @@ export class GptlensWorker {
   /** The snapshot of the loaded model's weights: restored, being written, kept, or why not (see `loadGguf`). */
   async snapshotState(): Promise<SnapshotState> {
     return this.connection.call('snapshotState');
+  }
+
+  /**
+   * The snapshots kept in this browser, by any worker of this origin, newest first: each one's
+   * key, size, date and whether a load could use it, and the origin's storage use and quota.
+   * Rejects where there is no origin-private file system with synchronous access (Node).
+   */
+  async listSnapshots(): Promise<Snapshots> {
+    return this.connection.call('listSnapshots');
+  }
+
+  /**
+   * Deletes the snapshots `ids` (from `listSnapshots`); one being written stops first. The model
+   * loaded stays, and its `snapshotState()` becomes `deleted` if its snapshot was one of them.
+   * Rejects naming those another tab holds open, having deleted the rest.
+   */
+  async deleteSnapshots(ids: readonly string[]): Promise<void> {
+    return this.connection.call('deleteSnapshots', check.snapshotIds(ids));
   }
 
   /** The model the worker loaded is this client's. */

@@ -45,6 +45,8 @@ export type {
   PromptQuery,
   PromptTimings,
   SamplingParams,
+  SnapshotEntry,
+  Snapshots,
   SnapshotState,
   Tensor,
   TokenProb,

@@ -21,6 +21,7 @@ import type {
   PromptQuery,
   PromptTimings,
   SamplingParams,
+  Snapshots,
   SnapshotState,
   Tensor,
   TokenProb,
@@ -65,6 +66,8 @@ export interface Operations {
   /** The model of the snapshot kept under `key`, or why there is none (`missed`). */
   restoreSnapshot: { args: [key: string, backend: BackendChoice]; result: { info: ModelInfo; backend: BackendInfo } | { missed: string } };
   snapshotState: { args: []; result: SnapshotState };
+  listSnapshots: { args: []; result: Snapshots };
+  deleteSnapshots: { args: [ids: string[]]; result: void };
   /** Bytes of the engine's WebAssembly memory (it grows, never shrinks). */
   engineMemory: { args: []; result: number };
   useBackend: { args: [backend: BackendChoice]; result: BackendInfo };

@@ -7,10 +7,14 @@
 import { engineBytes, glue } from './backend.js';
 import { intoEngine } from './crash.js';
 import { Model, places } from './model.js';
-import type { LoadOptions, SnapshotState } from './types.js';
+import type { LoadOptions, SnapshotEntry, Snapshots, SnapshotState } from './types.js';
 
 /** The folder in OPFS that holds the snapshots, and nothing else. */
 const FOLDER = 'gptlens-snapshots';
+/** A snapshot's file is named by the hash of its key, with this ending. */
+const SNAPSHOT = '.snapshot';
+/** Beside it, the key itself (a URL with its validators), for a list of snapshots to name them. */
+const KEY = '.key';
 /** Snapshots kept: the newest written (SmolLM2's is 98 MB). */
 const KEPT = 3;
 /**
@@ -34,6 +38,7 @@ interface SyncHandle {
 }
 interface OpfsFile {
   kind: 'file';
+  name: string;
   createSyncAccessHandle(): Promise<SyncHandle>;
   getFile(): Promise<File>;
 }
@@ -45,8 +50,10 @@ interface OpfsFolder {
 }
 
 let state: SnapshotState = { state: 'none' };
-/** Stops the snapshot being written, if any. */
+/** Stops the snapshot being written, if any (at its next piece). */
 let stopWriting = (): void => {};
+/** The snapshot being written, settled once it is written or has stopped. */
+let writing: { name: string; done: Promise<void> } | undefined;
 
 /** Where the snapshot of the worker's model stands. */
 export function snapshotState(): SnapshotState {
@@ -72,7 +79,18 @@ async function folder(): Promise<OpfsFolder> {
 /** The file name of `key`'s snapshot: a hash, since keys are URLs with their validators. */
 async function fileName(key: string): Promise<string> {
   const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(key)));
-  return `${Array.from(digest.subarray(0, 16), (byte) => byte.toString(16).padStart(2, '0')).join('')}.snapshot`;
+  return `${Array.from(digest.subarray(0, 16), (byte) => byte.toString(16).padStart(2, '0')).join('')}${SNAPSHOT}`;
+}
+
+/** The name of the file beside snapshot `name` that holds its key. */
+const keyFile = (name: string): string => name.slice(0, -SNAPSHOT.length) + KEY;
+
+/** Deletes snapshot `name` and its key; throws why the snapshot could not be (one that is not there is deleted). */
+async function remove(snapshots: OpfsFolder, name: string): Promise<void> {
+  await snapshots.removeEntry(name).catch((error: unknown) => {
+    if (!(error instanceof DOMException && error.name === 'NotFoundError')) throw error;
+  });
+  await snapshots.removeEntry(keyFile(name)).catch(() => {});
 }
 
 /** `length` bytes of the snapshot from `at`, into the engine's memory at `ptr`. */
@@ -127,7 +145,7 @@ export async function restoreSnapshot(key: string, options: LoadOptions): Promis
         raw = intoEngine(() => readModel(handle));
       } catch (error) {
         handle.close();
-        await snapshots.removeEntry(name).catch(() => {});
+        await remove(snapshots, name).catch(() => {});
         throw error;
       }
       handle.close();
@@ -161,30 +179,49 @@ export function keepSnapshot(model: Model, key: string, current: () => boolean, 
     state = { state: 'failed', key, missed, why: message(error) };
     return;
   }
-  const writing: SnapshotState = { state: 'writing', key, missed };
-  state = writing;
+  const ours: SnapshotState = { state: 'writing', key, missed };
+  state = ours;
   const going = () => {
     if (stopped || !current()) throw new Error('the model was replaced before its snapshot was written');
   };
+  const task = { name: '', done: Promise.resolve() };
+  writing = task;
   // Only this write's own state is updated: a later load's is not this one's to change.
-  write(key, parts, going, quietFor).then(
+  task.done = write(key, task, parts, going, quietFor).then(
     () => {
-      if (state === writing) state = { state: 'kept', key, missed };
+      if (state === ours) state = { state: 'kept', key, missed };
     },
     (error: unknown) => {
-      if (state === writing) state = { state: 'failed', key, missed, why: message(error) };
+      if (state === ours) state = { state: 'failed', key, missed, why: message(error) };
     },
   );
 }
 
-async function write(key: string, { start, buffers }: ReturnType<Model['snapshotParts']>, going: () => void, quietFor: () => number): Promise<void> {
+/** Writes `bytes` whole at `at`. */
+function put(handle: SyncHandle, bytes: Uint8Array, at: number): void {
+  const wrote = handle.write(bytes, { at });
+  if (wrote !== bytes.byteLength) throw new Error(`only ${wrote} of ${bytes.byteLength} bytes were written at ${at} (is the storage full?)`);
+}
+
+async function write(
+  key: string,
+  task: { name: string },
+  { start, buffers }: ReturnType<Model['snapshotParts']>,
+  going: () => void,
+  quietFor: () => number,
+): Promise<void> {
   const snapshots = await folder();
   const name = await fileName(key);
+  task.name = name;
+  const keyHandle = await (await snapshots.getFileHandle(keyFile(name), { create: true })).createSyncAccessHandle();
+  try {
+    keyHandle.truncate(0);
+    put(keyHandle, new TextEncoder().encode(key), 0);
+    keyHandle.flush();
+  } finally {
+    keyHandle.close();
+  }
   const handle = await (await snapshots.getFileHandle(name, { create: true })).createSyncAccessHandle();
-  const put = (from: Uint8Array, at: number) => {
-    const wrote = handle.write(from, { at });
-    if (wrote !== from.byteLength) throw new Error(`only ${wrote} of ${from.byteLength} bytes were written at ${at} (is the storage full?)`);
-  };
   try {
     handle.truncate(0);
     const parts = [
@@ -193,20 +230,22 @@ async function write(key: string, { start, buffers }: ReturnType<Model['snapshot
     ] as const;
     for (const [ptr, at, length] of parts) {
       for (let done = 0; done < length; done += WRITE_PIECE) {
-        // A task of its own each time, so requests that arrived meanwhile run first.
-        do await new Promise((resolve) => setTimeout(resolve, Math.max(0, QUIET_MS - quietFor())));
-        while (quietFor() < QUIET_MS);
-        going();
-        put(engineBytes(ptr + done, Math.min(WRITE_PIECE, length - done)), at + done);
+        // A task of its own each time, so requests that arrived meanwhile run first (and one that
+        // waits for this write to stop does not wait for quiet).
+        do {
+          await new Promise((resolve) => setTimeout(resolve, Math.max(0, QUIET_MS - quietFor())));
+          going();
+        } while (quietFor() < QUIET_MS);
+        put(handle, engineBytes(ptr + done, Math.min(WRITE_PIECE, length - done)), at + done);
       }
     }
     handle.flush();
-    put(start, 0);
+    put(handle, start, 0);
     handle.flush();
     handle.close();
   } catch (error) {
     handle.close();
-    await snapshots.removeEntry(name).catch(() => {});
+    await remove(snapshots, name).catch(() => {});
     throw error;
   }
   await keepNewest(snapshots, name);
@@ -216,10 +255,75 @@ async function write(key: string, { start, buffers }: ReturnType<Model['snapshot
 async function keepNewest(snapshots: OpfsFolder, written: string): Promise<void> {
   const others: { name: string; modified: number }[] = [];
   for await (const entry of snapshots.values()) {
-    if (entry.kind !== 'file') continue;
-    const file = await entry.getFile();
-    if (file.name !== written) others.push({ name: file.name, modified: file.lastModified });
+    if (entry.kind !== 'file' || !entry.name.endsWith(SNAPSHOT) || entry.name === written) continue;
+    // One another tab is writing cannot be read (nor deleted): it is the newest.
+    const modified = await entry.getFile().then((file) => file.lastModified, () => Infinity);
+    others.push({ name: entry.name, modified });
   }
   others.sort((a, b) => b.modified - a.modified);
-  for (const { name } of others.slice(KEPT - 1)) await snapshots.removeEntry(name).catch(() => {});
+  for (const { name } of others.slice(KEPT - 1)) await remove(snapshots, name).catch(() => {});
+}
+
+/** The snapshots kept in this origin, newest first, and its storage's use and quota. */
+export async function listSnapshots(): Promise<Snapshots> {
+  const snapshots = await folder();
+  const current = state.key !== undefined && state.state !== 'none' && state.state !== 'deleted' ? await fileName(state.key) : undefined;
+  const names = new Set<string>();
+  for await (const entry of snapshots.values()) if (entry.kind === 'file') names.add(entry.name);
+  const entries: SnapshotEntry[] = [];
+  for (const name of names) {
+    if (name.endsWith(SNAPSHOT)) entries.push(await describe(snapshots, name, name === current));
+    // A key whose snapshot is gone (deleted by an older version, or by hand).
+    else if (name.endsWith(KEY) && !names.has(name.slice(0, -KEY.length) + SNAPSHOT)) await snapshots.removeEntry(name).catch(() => {});
+  }
+  entries.sort((a, b) => b.written - a.written);
+  const estimate = await (navigator as { storage: { estimate?: () => Promise<{ usage?: number; quota?: number }> } }).storage
+    .estimate?.()
+    .catch(() => undefined);
+  return { entries, usedBytes: estimate?.usage, quotaBytes: estimate?.quota };
+}
+
+async function describe(snapshots: OpfsFolder, name: string, current: boolean): Promise<SnapshotEntry> {
+  const keyed = await snapshots.getFileHandle(keyFile(name)).catch(() => undefined);
+  const key = keyed && (await keyed.getFile().then((file) => file.text(), () => undefined));
+  const entry = { id: name, key: key || undefined, current };
+  if (name === writing?.name && state.state === 'writing') return { ...entry, bytes: undefined, written: Date.now(), unusable: 'it is being written' };
+  let file: File;
+  try {
+    file = await (await snapshots.getFileHandle(name)).getFile();
+  } catch (error) {
+    // Another tab holds it open: it is being written, or read.
+    return { ...entry, bytes: undefined, written: Date.now(), unusable: `another tab is using it (${message(error)})` };
+  }
+  const { SnapshotRestore } = glue();
+  const prefix = new Uint8Array(await file.slice(0, SnapshotRestore.prefixBytes()).arrayBuffer());
+  let unusable: string | undefined;
+  try {
+    intoEngine(() => SnapshotRestore.check(prefix, file.size));
+  } catch (error) {
+    unusable = message(error);
+  }
+  return { ...entry, bytes: file.size, written: file.lastModified, unusable };
+}
+
+/**
+ * Deletes the snapshots `ids` (their file names), having stopped writing any of them; the model
+ * the worker holds stays. Throws naming those that could not be deleted, having deleted the rest.
+ */
+export async function deleteSnapshots(ids: readonly string[]): Promise<void> {
+  const snapshots = await folder();
+  const failed: string[] = [];
+  for (const id of ids) {
+    const { key, state: was } = state;
+    if (key !== undefined && (was === 'restored' || was === 'writing' || was === 'kept') && (await fileName(key)) === id) {
+      // Said before the write is stopped, so that it does not say it failed.
+      state = { state: 'deleted', key };
+      if (was === 'writing') {
+        stopWriting();
+        await writing?.done;
+      }
+    }
+    await remove(snapshots, id).catch((error: unknown) => failed.push(`${id} (${message(error)})`));
+  }
+  if (failed.length > 0) throw new Error(`could not delete ${failed.join(', ')}: another tab may be using ${failed.length === 1 ? 'it' : 'them'}`);
 }

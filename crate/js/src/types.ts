@@ -116,15 +116,41 @@ export interface SnapshotState {
   /**
    * `none`: no snapshot was asked for, or none could be used and none is being written;
    * `restored`: the model was loaded from its snapshot; `writing`: its snapshot is being written
-   * between requests; `kept`: written; `failed`: writing it failed (`why`).
+   * between requests; `kept`: written; `failed`: writing it failed (`why`); `deleted`: deleted
+   * by `deleteSnapshots` (the model stays; its next load reads the file).
    */
-  state: 'none' | 'restored' | 'writing' | 'kept' | 'failed';
+  state: 'none' | 'restored' | 'writing' | 'kept' | 'failed' | 'deleted';
   /** The key the snapshot is kept under. */
   key?: string;
   /** Why the model was not loaded from a snapshot, when one was looked for. */
   missed?: string | undefined;
   /** Why writing the snapshot failed. */
   why?: string;
+}
+
+/** A snapshot kept in this browser's origin-private file system (`GptlensWorker.listSnapshots`). */
+export interface SnapshotEntry {
+  /** Its file's name: what `deleteSnapshots` takes. */
+  id: string;
+  /** The key it was written under (`loadGguf`'s `snapshotKey`); absent if none was recorded. */
+  key: string | undefined;
+  /** Its size; absent while another tab holds it open. */
+  bytes: number | undefined;
+  /** When it was last written, in ms since 1970 (now, for one being written). */
+  written: number;
+  /** Why a load with its key could not use it now (being written, cut short, written by another version of gptlens); absent when it could. */
+  unusable: string | undefined;
+  /** It is the snapshot of the model the asking worker holds (loaded from it, or written for it). */
+  current: boolean;
+}
+
+/** The snapshots kept in this browser, newest first, and what the origin stores in all. */
+export interface Snapshots {
+  entries: SnapshotEntry[];
+  /** Bytes this origin stores (snapshots, caches, other storage), per `navigator.storage.estimate()`; absent where the browser does not say. */
+  usedBytes: number | undefined;
+  /** Bytes the browser lets this origin store; absent where it does not say. */
+  quotaBytes: number | undefined;
 }
 
 export interface LoadOptions {

@@ -6,7 +6,7 @@ import { abortForTesting, crashFlag, engineMemoryBytes, init } from './backend.j
 import { asEngineFailure, EngineCrashedError } from './crash.js';
 import { GgufLoader, Model, Session, Trace, tokenProbs } from './model.js';
 import { declineReply, writeReply } from './reply.js';
-import { keepSnapshot, noSnapshot, restoreSnapshot, snapshotState } from './snapshot.js';
+import { deleteSnapshots, keepSnapshot, listSnapshots, noSnapshot, restoreSnapshot, snapshotState } from './snapshot.js';
 import { Trainer } from './train.js';
 import { transferables, type Args, type Operation, type PromptData, type Request, type Response, type Result, type TraceData } from './protocol.js';
 import type { HookName, ModelInfo, NextQuery, PromptNext, PromptQuery } from './types.js';
@@ -233,6 +233,8 @@ const handlers: Handlers = {
     return { info: model.info(), backend: model.backendInfo() };
   },
   snapshotState: () => snapshotState(),
+  listSnapshots: () => listSnapshots(),
+  deleteSnapshots: (ids) => deleteSnapshots(ids),
   engineMemory: () => engineMemoryBytes(),
   useBackend: (backend) => loadedModel().useBackend(backend),
   info: () => loadedModel().info(),

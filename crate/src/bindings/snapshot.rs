@@ -88,6 +88,14 @@ impl SnapshotRestore {
         Ok(snapshot::start_len(prefix)?)
     }
 
+    /// Throws why the snapshot whose first `SnapshotRestore.prefixBytes` are `prefix` and whose
+    /// whole length is `snapshotBytes` cannot be loaded (cut short, being written, another
+    /// version's), as far as its prefix tells.
+    pub fn check(prefix: &[u8], #[wasm_bindgen(js_name = snapshotBytes)] snapshot_bytes: f64) -> Result<(), JsError> {
+        snapshot::described_placement(prefix, snapshot_length(snapshot_bytes)?)?;
+        Ok(())
+    }
+
     /// The length of the fixed prefix `startBytes` reads.
     #[wasm_bindgen(js_name = prefixBytes)]
     pub fn prefix_bytes() -> usize {
@@ -100,9 +108,7 @@ impl SnapshotRestore {
         start: &[u8],
         #[wasm_bindgen(js_name = snapshotBytes)] snapshot_bytes: f64,
     ) -> Result<SnapshotRestore, JsError> {
-        let len = whole_number(snapshot_bytes, "snapshotBytes")?;
-        let len = usize::try_from(len)
-            .map_err(|_| JsError::from(Error::Snapshot(format!("{len} bytes do not fit in memory"))))?;
+        let len = snapshot_length(snapshot_bytes)?;
         Ok(SnapshotRestore { restore: Some(snapshot::SnapshotRestore::new(start, len, &LoadOptions::default())?) })
     }
 
@@ -118,6 +124,12 @@ impl SnapshotRestore {
     pub fn finish(&mut self) -> Result<Model, JsError> {
         Ok(Model::from_checkpoint(self.restore.take().ok_or_else(finished)?.finish()?))
     }
+}
+
+/// A snapshot's length in bytes, from JS.
+fn snapshot_length(bytes: f64) -> Result<usize, JsError> {
+    let len = whole_number(bytes, "snapshotBytes")?;
+    usize::try_from(len).map_err(|_| JsError::from(Error::Snapshot(format!("{len} bytes do not fit in memory"))))
 }
 
 fn finished() -> JsError {

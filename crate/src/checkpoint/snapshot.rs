@@ -128,6 +128,18 @@ pub fn start_len(prefix: &[u8]) -> Result<usize> {
     PREFIX.checked_add(size_at(prefix, 40)?).ok_or_else(|| Error::Snapshot("its header's length overflows".into()))
 }
 
+/// Where the buffers of the snapshot whose first [`PREFIX`] bytes are `prefix` go, checked against
+/// the snapshot's whole length `len`: what [`SnapshotRestore::new`] checks first, for a list of
+/// snapshots to say which can be loaded without reading their headers.
+pub fn described_placement(prefix: &[u8], len: usize) -> Result<Placement> {
+    let header_len = start_len(prefix)? - PREFIX;
+    let placement = Placement::of(header_len, size_at(prefix, 48)?, size_at(prefix, 56)?)?;
+    if placement.len != len {
+        return Err(Error::Snapshot(format!("it is {len} bytes long; its prefix says {}", placement.len)));
+    }
+    Ok(placement)
+}
+
 /// A model being loaded from a snapshot: its start is checked and the buffers allocated, while
 /// the header is parsed and planned on the thread pool (and the tokenizer built); the reader
 /// fills [`SnapshotRestore::buffers`] from the snapshot's bytes at the [`Placement`] meanwhile,
@@ -148,14 +160,11 @@ fn parse(header: &[u8], file_len: usize) -> Result<GgufFile<'_>> {
 impl SnapshotRestore {
     /// `start`: the snapshot's first [`start_len`] bytes (or more); `len`: its whole length.
     pub fn new(start: &[u8], len: usize, options: &LoadOptions) -> Result<SnapshotRestore> {
-        let header_end = start_len(start)?;
-        let header = start.get(PREFIX..header_end).ok_or_else(|| Error::Snapshot("its header is cut short".into()))?;
+        let placement = described_placement(start, len)?;
+        let header =
+            start.get(PREFIX..start_len(start)?).ok_or_else(|| Error::Snapshot("its header is cut short".into()))?;
         let file_len = size_at(start, 32)?;
         let (floats, blocks) = (size_at(start, 48)?, size_at(start, 56)?);
-        let placement = Placement::of(header.len(), floats, blocks)?;
-        if placement.len != len {
-            return Err(Error::Snapshot(format!("it is {len} bytes long; its prefix says {}", placement.len)));
-        }
         let budget = Budget::resolve(options.memory_budget, header.len() as u64)?;
         // The buffers are allocated before the plan that checks the budget has run.
         let weights = (placement.len - placement.floats_at) as u64;
@@ -274,6 +283,26 @@ mod tests {
         let bytes = floats.iter().flat_map(|v| v.to_le_bytes()).chain(blocks.iter().copied());
         let hash = bytes.fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
         assert_eq!((FORMAT, hash), LAYOUT, "the weights' layout or FORMAT changed: see the test's comment");
+    }
+
+    #[test]
+    fn a_list_of_snapshots_tells_from_the_prefix_alone_which_can_load() {
+        let (checkpoint, header) = loaded();
+        let bytes = snapshot(&checkpoint, &header);
+        let prefix = &bytes[..PREFIX];
+        let placed = placement(&header, &checkpoint.model.weights).unwrap();
+        assert_eq!(described_placement(prefix, bytes.len()).unwrap(), placed);
+        let why = |prefix: &[u8], len: usize| match described_placement(prefix, len) {
+            Err(Error::Snapshot(message)) => message,
+            other => panic!("expected a snapshot error, got {other:?}"),
+        };
+        assert!(why(prefix, bytes.len() - 1).contains("bytes long"));
+        let mut unfinished = prefix.to_vec();
+        unfinished[..8].fill(0);
+        assert!(why(&unfinished, bytes.len()).contains("did not finish"));
+        let mut other_version = prefix.to_vec();
+        other_version[16..32].copy_from_slice(b"0.0.0-other\0\0\0\0\0");
+        assert!(why(&other_version, bytes.len()).contains("0.0.0-other"));
     }
 
     #[test]

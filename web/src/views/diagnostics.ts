@@ -128,5 +128,7 @@ function savedCopy({ state, missed, why }: SnapshotState): [string, string] {
       return [`${notUsed}; could not be written`, why ?? ''];
     case 'none':
       return [notUsed, kept];
+    case 'deleted':
+      return ['deleted from this browser', 'the next load of this file reads it and saves it again'];
   }
 }

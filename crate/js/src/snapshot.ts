@@ -213,15 +213,22 @@ async function write(
   const snapshots = await folder();
   const name = await fileName(key);
   task.name = name;
-  const keyHandle = await (await snapshots.getFileHandle(keyFile(name), { create: true })).createSyncAccessHandle();
+  // The snapshot's file first, then its key: a list never finds the key alone (and deletes it).
+  const file = await snapshots.getFileHandle(name, { create: true });
   try {
-    keyHandle.truncate(0);
-    put(keyHandle, new TextEncoder().encode(key), 0);
-    keyHandle.flush();
-  } finally {
-    keyHandle.close();
+    const keyHandle = await (await snapshots.getFileHandle(keyFile(name), { create: true })).createSyncAccessHandle();
+    try {
+      keyHandle.truncate(0);
+      put(keyHandle, new TextEncoder().encode(key), 0);
+      keyHandle.flush();
+    } finally {
+      keyHandle.close();
+    }
+  } catch (error) {
+    await remove(snapshots, name).catch(() => {});
+    throw error;
   }
-  const handle = await (await snapshots.getFileHandle(name, { create: true })).createSyncAccessHandle();
+  const handle = await file.createSyncAccessHandle();
   try {
     handle.truncate(0);
     const parts = [

@@ -31,10 +31,11 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { availableParallelism, cpus, homedir, loadavg, tmpdir } from 'node:os';
+import { availableParallelism, homedir, loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { cpuName } from '../../support/machine.mjs';
 
 // Seconds per quant type; the whole bench stops itself after that times the types, plus set-up.
 const LIMIT_SECONDS = 570;
@@ -92,8 +93,8 @@ setTimeout(
   (LIMIT_SECONDS * TYPES.length + SETUP_SECONDS) * 1000,
 ).unref();
 
-report.machine = { cores: availableParallelism(), cpu: cpus()[0]?.model, loadBefore: loadavg() };
-say(`load average ${loadavg().map((x) => x.toFixed(2)).join(' ')} before start on ${availableParallelism()} cores (${cpus()[0]?.model}); 2-thread numbers need a quiet machine`);
+report.machine = { cores: availableParallelism(), cpu: cpuName(), loadBefore: loadavg() };
+say(`load average ${loadavg().map((x) => x.toFixed(2)).join(' ')} before start on ${availableParallelism()} cores (${cpuName()}); 2-thread numbers need a quiet machine`);
 if (!existsSync(FETCHED)) {
   skip(`everything: ${FETCHED} is missing (bash scripts/fetch-smollm.sh fetches it)`);
   process.exit(0);

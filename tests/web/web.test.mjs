@@ -369,6 +369,7 @@ test("a server's .gguf is kept in the browser once loaded (OPFS): the diagnostic
   assert.match(await row.innerText(), /^model\.gguf\n[\d.]+ [KM]B · saved .+ · the model shown\nDelete$/);
   const status = page.getByTestId('saved-status');
   assert.match(await status.innerText(), /^1 saved, [\d.]+ [KM]B\. This site stores .+ in all, of the .+ the browser lets it\.$/);
+  assert.deepEqual(await axeViolations(page, 'saved models'), []);
   await saved.screenshot({ path: `${shots}/saved-models.png` });
   await row.getByRole('button', { name: 'Delete the saved copy of model.gguf' }).click();
   await status.filter({ hasText: /^Deleted the saved copy of model\.gguf\. None: / }).waitFor();

@@ -13,6 +13,7 @@ import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { engineMemoryBytes, init, Model } from 'gptlens';
 import { launchChromium } from '../support/browser.mjs';
+import { cpuName, sourceVersion } from '../support/machine.mjs';
 import { servePage } from '../web/page-server.mjs';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
@@ -49,7 +50,7 @@ const model = Model.load({ 'model.gguf': new Uint8Array(await readFile(file)) })
 const text = textOfTokens(model, TOKENS);
 const t = model.encode(text).length;
 
-const lines = [`# npm run bench:long — ${new Date().toISOString()}`, '', `Machine: ${cpus().length} cores, load ${loadavg().map((l) => l.toFixed(2)).join(' ')} at the start. Model ${MODEL}, ${THREADS} threads.`, ''];
+const lines = [`# npm run bench:long — ${new Date().toISOString()}`, '', `Machine: ${cpus().length} cores (${cpuName()}), load ${loadavg().map((l) => l.toFixed(2)).join(' ')} at the start; the source of ${sourceVersion()}. Model ${MODEL}, ${THREADS} threads.`, ''];
 
 const server = await servePage({ limitSeconds: 3600 });
 const browser = await launchChromium();

@@ -7,7 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { launchChromium } from '../support/browser.mjs';
-import { cpuName } from '../support/machine.mjs';
+import { cpuName, sourceVersion } from '../support/machine.mjs';
 import { servePage } from '../web/page-server.mjs';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
@@ -20,7 +20,7 @@ const load = () => loadavg().map((value) => value.toFixed(2)).join(' ');
 export async function benchEachModel({ title, models, output, measure, report }) {
   const server = await servePage({ limitSeconds: 24 * 3600 });
   const browser = await launchChromium();
-  const sections = [`# ${title} — ${new Date().toISOString()}`, '', `Machine: ${cpus().length} cores (${cpuName()}), load ${load()} at the start; headless Chromium.`, ''];
+  const sections = [`# ${title} — ${new Date().toISOString()}`, '', `Machine: ${cpus().length} cores (${cpuName()}), load ${load()} at the start; headless Chromium; the source of ${sourceVersion()}.`, ''];
   try {
     for (const model of models) {
       const file = model.startsWith('fixtures/') ? `${repo}/tests/${model}` : `${repo}/${model.replace(/^assets\//, 'assets/models/')}`;

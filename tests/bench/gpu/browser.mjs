@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg, cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { launchChromium, openPage, serve } from '../../support/browser.mjs';
-import { cpuName } from '../../support/machine.mjs';
+import { cpuName, sourceVersion } from '../../support/machine.mjs';
 
 const LIMIT_SECONDS = 720;
 const repo = fileURLToPath(new URL('../../..', import.meta.url));
@@ -55,7 +55,7 @@ function table(header, rows, firstNumber = 2) {
 }
 
 say('# gptlens in headless Chromium: WebGPU vs CPU (single-thread build)\n');
-say(`${cpuName()}, ${cpus().length} cores; load average ${load().toFixed(2)} at start.`);
+say(`${cpuName()}, ${cpus().length} cores, the source of ${sourceVersion()}; load average ${load().toFixed(2)} at start.`);
 const server = await serve({ '/pkg/': `${repo}/crate/js`, '/tests/': `${repo}/tests`, '/models/': `${repo}/assets/models` }, { isolated: false, limitSeconds: LIMIT_SECONDS });
 const browser = await launchChromium();
 say(`Chromium ${browser.version()} (headless, --enable-unsafe-webgpu).`);

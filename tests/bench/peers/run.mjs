@@ -35,7 +35,7 @@ import { availableParallelism, homedir, loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { cpuName } from '../../support/machine.mjs';
+import { cpuName, sourceVersion } from '../../support/machine.mjs';
 
 // Seconds per quant type; the whole bench stops itself after that times the types, plus set-up.
 const LIMIT_SECONDS = 570;
@@ -93,8 +93,8 @@ setTimeout(
   (LIMIT_SECONDS * TYPES.length + SETUP_SECONDS) * 1000,
 ).unref();
 
-report.machine = { cores: availableParallelism(), cpu: cpuName(), loadBefore: loadavg() };
-say(`load average ${loadavg().map((x) => x.toFixed(2)).join(' ')} before start on ${availableParallelism()} cores (${cpuName()}); 2-thread numbers need a quiet machine`);
+report.machine = { cores: availableParallelism(), cpu: cpuName(), source: sourceVersion(), loadBefore: loadavg() };
+say(`load average ${loadavg().map((x) => x.toFixed(2)).join(' ')} before start on ${availableParallelism()} cores (${cpuName()}), the source of ${sourceVersion()}; 2-thread numbers need a quiet machine`);
 if (!existsSync(FETCHED)) {
   skip(`everything: ${FETCHED} is missing (bash scripts/fetch-smollm.sh fetches it)`);
   process.exit(0);

@@ -17,6 +17,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { launchChromium, openPage, serve } from '../../support/browser.mjs';
+import { cpuName, sourceVersion } from '../../support/machine.mjs';
 
 const repo = fileURLToPath(new URL('../../..', import.meta.url));
 const option = (name, fallback) => {
@@ -107,7 +108,7 @@ const rows = threadCounts.map((threads) => {
   return `| ${threads} | ${cell(g)} | ${cell(p)} | **${(g.median / p.median).toFixed(2)}×** | ${browserCells} |`;
 });
 const table = [
-  `Training throughput, tokens (bytes) per second: 4 layers × 4 heads × 128 wide, context 64, batch 12, AdamW + clipping, ${steps} timed steps after 5 untimed, ${rounds} alternating rounds; ${cores} cores, load ${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)} before the runs; PyTorch: ${torchLabel}.`,
+  `Training throughput, tokens (bytes) per second: 4 layers × 4 heads × 128 wide, context 64, batch 12, AdamW + clipping, ${steps} timed steps after 5 untimed, ${rounds} alternating rounds; ${cores} cores (${cpuName()}), the source of ${sourceVersion()}, load ${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)} before the runs; PyTorch: ${torchLabel}.`,
   '',
   '| threads | gptlens native: median (min–max) | PyTorch: median (min–max) | gptlens / PyTorch | gptlens wasm in Chromium: median (min–max) | wasm / native |',
   '|---|---|---|---|---|---|',

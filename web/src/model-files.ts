@@ -71,6 +71,9 @@ async function whyUnreachable(url: string): Promise<string> {
 const blockedUrl = (report: Report): string =>
   String((report.body as { toJSON?: () => { blockedURL?: unknown } } | null)?.toJSON?.().blockedURL ?? '');
 
+/** Between a snapshot key's URL, its version (ETag or Last-Modified) and its size. */
+const KEY_SEPARATOR = '\n';
+
 function fetched(url: string, optional = false): FileSource['open'] {
   return async () => {
     const response = await fetch(url).catch(async () => {
@@ -87,9 +90,6 @@ function fetched(url: string, optional = false): FileSource['open'] {
     return { body: response.body, bytes: length === null ? undefined : Number(length), snapshotKey };
   };
 }
-
-/** Between a snapshot key's URL, its version (ETag or Last-Modified) and its size. */
-const KEY_SEPARATOR = '\n';
 
 /** The file a snapshot key names, for a reader: its URL and the last part of its path. */
 export function fileOfSnapshotKey(key: string): { url: string; name: string } {

@@ -158,9 +158,10 @@ export async function runGgufStreamed(options, tokens) {
  * each in a fresh worker: from the file (the snapshot is then written), from the snapshot (the
  * body is cancelled, never read), from the file again once the snapshot was cut short here (it is
  * refused and written anew), from the new snapshot, which is then deleted, and from the file again,
- * its snapshot deleted while being written. Returns each load's snapshot state, logits, whether its
- * body was read and what `listSnapshots` said of this key's snapshot (`listed`: after the load;
- * `cut`: once cut short, from another worker; `deleted`: after each deletion), or the error's message.
+ * its snapshot loaded again while being written (`again`: the state then) and deleted while being
+ * written. Returns each load's snapshot state, logits, whether its body was read and what
+ * `listSnapshots` said of this key's snapshot (`listed`: after the load; `cut`: once cut short,
+ * from another worker; `deleted`: after each deletion), or the error's message.
  */
 export async function runGgufSnapshot(options, tokens) {
   const url = '/tests/fixtures/llama-tiny-q/model.gguf';
@@ -227,18 +228,20 @@ export async function runGgufSnapshot(options, tokens) {
     const cut = await listed(lister).finally(() => lister.terminate());
     await load();
     await load(async (engine) => remove(engine, loads.at(-1).listed.entry.id));
-    // Deleted while being written: the write stops, and nothing of it is left.
+    // Loaded again while its snapshot is written (the first write stops and closes the file before
+    // the second load looks for it), then deleted while being written: nothing of it is left.
     const writing = await createWorkerClient(options);
+    let again;
     try {
       await writing.loadGguf(new Blob([file]).stream(), file.byteLength, { snapshotKey: key });
-      const state = (await writing.snapshotState()).state;
+      await writing.loadGguf(new Blob([file]).stream(), file.byteLength, { snapshotKey: key });
+      again = await writing.snapshotState();
       await remove(writing, name);
-      deleted.at(-1).whileWriting = state;
     } finally {
       writing.terminate();
     }
     await load();
-    return { loads, length, cut, deleted };
+    return { loads, length, cut, deleted, again };
   } catch (error) {
     return { error: error.message, loads };
   }

@@ -362,8 +362,9 @@ export class GptlensWorker {
 
   /**
    * Deletes the snapshots `ids` (from `listSnapshots`); one being written stops first. The model
-   * loaded stays, and its `snapshotState()` becomes `deleted` if its snapshot was one of them.
-   * Rejects naming those another tab holds open, having deleted the rest.
+   * loaded stays, and its `snapshotState()` becomes `deleted` if its snapshot was one of them
+   * (another tab's worker that loaded or wrote it still says `restored` or `kept`). Rejects
+   * naming those another tab holds open, having deleted the rest.
    */
   async deleteSnapshots(ids: readonly string[]): Promise<void> {
     return this.connection.call('deleteSnapshots', check.snapshotIds(ids));

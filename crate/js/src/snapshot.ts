@@ -50,10 +50,22 @@ interface OpfsFolder {
 }
 
 let state: SnapshotState = { state: 'none' };
-/** Stops the snapshot being written, if any (at its next piece). */
+/** Stops the snapshot of the worker's model being written, if any (at its next piece). */
 let stopWriting = (): void => {};
-/** The snapshot being written, settled once it is written or has stopped. */
-let writing: { name: string; done: Promise<void> } | undefined;
+/**
+ * The writes that have not ended, by file name: the current model's, and one told to stop that
+ * still holds its file open until its next piece. Another write, a restore or a delete of that
+ * file waits for it to end.
+ */
+const writes = new Map<string, { stop: () => void; ended: Promise<void> }>();
+
+/** Stops the write of file `name`, if any, and waits until it has closed the file. */
+async function writeEnded(name: string): Promise<void> {
+  const write = writes.get(name);
+  if (!write) return;
+  write.stop();
+  await write.ended;
+}
 
 /** Where the snapshot of the worker's model stands. */
 export function snapshotState(): SnapshotState {
@@ -135,6 +147,7 @@ export async function restoreSnapshot(key: string, options: LoadOptions): Promis
   try {
     const snapshots = await folder();
     const name = await fileName(key);
+    await writeEnded(name);
     const file = await snapshots.getFileHandle(name).catch(() => undefined);
     if (!file) {
       why = 'no snapshot is kept for this file';
@@ -169,7 +182,8 @@ export async function restoreSnapshot(key: string, options: LoadOptions): Promis
 export function keepSnapshot(model: Model, key: string, current: () => boolean, quietFor: () => number): void {
   stopWriting();
   let stopped = false;
-  stopWriting = () => (stopped = true);
+  const stop = () => (stopped = true);
+  stopWriting = stop;
   const missed = state.key === key ? state.missed : undefined;
   let parts: ReturnType<Model['snapshotParts']>;
   try {
@@ -184,10 +198,8 @@ export function keepSnapshot(model: Model, key: string, current: () => boolean, 
   const going = () => {
     if (stopped || !current()) throw new Error('the model was replaced before its snapshot was written');
   };
-  const task = { name: '', done: Promise.resolve() };
-  writing = task;
   // Only this write's own state is updated: a later load's is not this one's to change.
-  task.done = write(key, task, parts, going, quietFor).then(
+  write(key, parts, going, stop, quietFor).then(
     () => {
       if (state === ours) state = { state: 'kept', key, missed };
     },
@@ -205,15 +217,38 @@ function put(handle: SyncHandle, bytes: Uint8Array, at: number): void {
 
 async function write(
   key: string,
-  task: { name: string },
   { start, buffers }: ReturnType<Model['snapshotParts']>,
   going: () => void,
+  stop: () => void,
   quietFor: () => number,
 ): Promise<void> {
   const snapshots = await folder();
   const name = await fileName(key);
-  task.name = name;
-  // The snapshot's file first, then its key: a list never finds the key alone (and deletes it).
+  // An earlier write of this file (the same file loaded again) closes it first.
+  await writeEnded(name);
+  let ended = () => {};
+  const entry = { stop, ended: new Promise<void>((resolve) => (ended = resolve)) };
+  writes.set(name, entry);
+  try {
+    await writeFiles(snapshots, name, key, start, buffers, going, quietFor);
+  } finally {
+    if (writes.get(name) === entry) writes.delete(name);
+    ended();
+  }
+  await keepNewest(snapshots, name);
+}
+
+async function writeFiles(
+  snapshots: OpfsFolder,
+  name: string,
+  key: string,
+  start: Uint8Array,
+  buffers: ReturnType<Model['snapshotParts']>['buffers'],
+  going: () => void,
+  quietFor: () => number,
+): Promise<void> {
+  // The snapshot's file first, then its key, so that a key is never there without its snapshot
+  // for long (a list deletes a key it finds alone, having looked again).
   const file = await snapshots.getFileHandle(name, { create: true });
   try {
     const keyHandle = await (await snapshots.getFileHandle(keyFile(name), { create: true })).createSyncAccessHandle();
@@ -228,8 +263,9 @@ async function write(
     await remove(snapshots, name).catch(() => {});
     throw error;
   }
-  const handle = await file.createSyncAccessHandle();
+  let handle: SyncHandle | undefined;
   try {
+    handle = await file.createSyncAccessHandle();
     handle.truncate(0);
     const parts = [
       [buffers.floatsPtr, buffers.floatsAt, buffers.floatsBytes],
@@ -251,11 +287,10 @@ async function write(
     handle.flush();
     handle.close();
   } catch (error) {
-    handle.close();
+    handle?.close();
     await remove(snapshots, name).catch(() => {});
     throw error;
   }
-  await keepNewest(snapshots, name);
 }
 
 /** Deletes all but the `KEPT` newest snapshots (`written` is one of them). */
@@ -274,14 +309,21 @@ async function keepNewest(snapshots: OpfsFolder, written: string): Promise<void>
 /** The snapshots kept in this origin, newest first, and its storage's use and quota. */
 export async function listSnapshots(): Promise<Snapshots> {
   const snapshots = await folder();
-  const current = state.key !== undefined && state.state !== 'none' && state.state !== 'deleted' ? await fileName(state.key) : undefined;
+  const ours = state.state === 'restored' || state.state === 'writing' || state.state === 'kept';
+  const current = ours && state.key !== undefined ? await fileName(state.key) : undefined;
   const names = new Set<string>();
   for await (const entry of snapshots.values()) if (entry.kind === 'file') names.add(entry.name);
   const entries: SnapshotEntry[] = [];
   for (const name of names) {
-    if (name.endsWith(SNAPSHOT)) entries.push(await describe(snapshots, name, name === current));
-    // A key whose snapshot is gone (deleted by an older version, or by hand).
-    else if (name.endsWith(KEY) && !names.has(name.slice(0, -KEY.length) + SNAPSHOT)) await snapshots.removeEntry(name).catch(() => {});
+    if (name.endsWith(SNAPSHOT)) {
+      const entry = await describe(snapshots, name, name === current);
+      if (entry) entries.push(entry);
+    } else if (name.endsWith(KEY) && !names.has(name.slice(0, -KEY.length) + SNAPSHOT)) {
+      // A key whose snapshot is gone (deleted by an older version, or by hand), unless another
+      // tab has made that snapshot since the folder was read.
+      const snapshot = name.slice(0, -KEY.length) + SNAPSHOT;
+      if (!(await snapshots.getFileHandle(snapshot).then(() => true, () => false))) await snapshots.removeEntry(name).catch(() => {});
+    }
   }
   entries.sort((a, b) => b.written - a.written);
   const estimate = await (navigator as { storage: { estimate?: () => Promise<{ usage?: number; quota?: number }> } }).storage
@@ -290,20 +332,23 @@ export async function listSnapshots(): Promise<Snapshots> {
   return { entries, usedBytes: estimate?.usage, quotaBytes: estimate?.quota };
 }
 
-async function describe(snapshots: OpfsFolder, name: string, current: boolean): Promise<SnapshotEntry> {
+/** Snapshot `name` as a list shows it; undefined when it was deleted meanwhile (by another tab). */
+async function describe(snapshots: OpfsFolder, name: string, current: boolean): Promise<SnapshotEntry | undefined> {
   const keyed = await snapshots.getFileHandle(keyFile(name)).catch(() => undefined);
-  const key = keyed && (await keyed.getFile().then((file) => file.text(), () => undefined));
+  const key = await keyed?.getFile().then((file) => file.text()).catch(() => undefined);
   const entry = { id: name, key: key || undefined, current };
-  if (name === writing?.name && state.state === 'writing') return { ...entry, bytes: undefined, written: Date.now(), unusable: 'it is being written' };
+  if (writes.has(name)) return { ...entry, bytes: undefined, written: Date.now(), unusable: 'it is being written' };
+  const { SnapshotRestore } = glue();
   let file: File;
+  let prefix: Uint8Array;
   try {
     file = await (await snapshots.getFileHandle(name)).getFile();
+    prefix = new Uint8Array(await file.slice(0, SnapshotRestore.prefixBytes()).arrayBuffer());
   } catch (error) {
+    if (error instanceof DOMException && error.name === 'NotFoundError') return undefined;
     // Another tab holds it open: it is being written, or read.
     return { ...entry, bytes: undefined, written: Date.now(), unusable: `another tab is using it (${message(error)})` };
   }
-  const { SnapshotRestore } = glue();
-  const prefix = new Uint8Array(await file.slice(0, SnapshotRestore.prefixBytes()).arrayBuffer());
   let unusable: string | undefined;
   try {
     intoEngine(() => SnapshotRestore.check(prefix, file.size));
@@ -325,11 +370,8 @@ export async function deleteSnapshots(ids: readonly string[]): Promise<void> {
     if (key !== undefined && (was === 'restored' || was === 'writing' || was === 'kept') && (await fileName(key)) === id) {
       // Said before the write is stopped, so that it does not say it failed.
       state = { state: 'deleted', key };
-      if (was === 'writing') {
-        stopWriting();
-        await writing?.done;
-      }
     }
+    await writeEnded(id);
     await remove(snapshots, id).catch((error: unknown) => failed.push(`${id} (${message(error)})`));
   }
   if (failed.length > 0) throw new Error(`could not delete ${failed.join(', ')}: another tab may be using ${failed.length === 1 ? 'it' : 'them'}`);

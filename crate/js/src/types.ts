@@ -134,9 +134,9 @@ export interface SnapshotEntry {
   id: string;
   /** The key it was written under (`loadGguf`'s `snapshotKey`); absent if none was recorded. */
   key: string | undefined;
-  /** Its size; absent while another tab holds it open. */
+  /** Its size; absent while it is being written, or another tab holds it open. */
   bytes: number | undefined;
-  /** When it was last written, in ms since 1970 (now, for one being written). */
+  /** When it was last written, in ms since 1970 (the time of the list, for one being written or held open by another tab). */
   written: number;
   /** Why a load with its key could not use it now (being written, cut short, written by another version of gptlens); absent when it could. */
   unusable: string | undefined;

@@ -28,6 +28,8 @@ export function mountSavedModels(root: HTMLElement, store: Store): void {
     const ask = ++asked;
     if (!engine) {
       status.textContent = 'No model is loaded: its Worker keeps the saved copies.';
+      list.replaceChildren();
+      deleteAll.hidden = true;
       return;
     }
     let snapshots: Snapshots;
@@ -35,7 +37,7 @@ export function mountSavedModels(root: HTMLElement, store: Store): void {
       snapshots = await engine.listSnapshots();
     } catch (error) {
       if (ask !== asked) return;
-      status.textContent = `Cannot list them: ${error instanceof Error ? error.message : String(error)}.`;
+      status.textContent = `${said ? `${said} ` : ''}Cannot list them: ${error instanceof Error ? error.message : String(error)}.`;
       for (const button of details.querySelectorAll('button')) button.disabled = false;
       return;
     }

@@ -22,7 +22,8 @@ export async function benchEachModel({ title, models, output, measure, report })
   const browser = await launchChromium();
   const sections = [`# ${title} — ${new Date().toISOString()}`, '', `Machine: ${cpus().length} cores (${cpuName()}), load ${load()} at the start; headless Chromium; the source of ${sourceVersion()}.`, ''];
   try {
-    for (const model of models) {
+    // A path under assets/models is taken for the id it serves as (`assets/models/X` → `assets/X`).
+    for (const model of models.map((given) => given.replace(/^assets\/models\//, 'assets/'))) {
       const file = model.startsWith('fixtures/') ? `${repo}/tests/${model}` : `${repo}/${model.replace(/^assets\//, 'assets/models/')}`;
       if (!existsSync(file)) {
         sections.push(`### ${model}`, '', `SKIPPED: ${file} is not there (scripts/fetch-smollm.sh fetches SmolLM2).`, '');

@@ -128,16 +128,33 @@ pub fn start_len(prefix: &[u8]) -> Result<usize> {
     PREFIX.checked_add(size_at(prefix, 40)?).ok_or_else(|| Error::Snapshot("its header's length overflows".into()))
 }
 
+/// What a snapshot's prefix says, checked against the snapshot's whole length.
+struct Described {
+    /// Where the header ends: the prefix and the header.
+    start_len: usize,
+    file_len: usize,
+    floats: usize,
+    blocks: usize,
+    placement: Placement,
+}
+
+impl Described {
+    fn of(prefix: &[u8], len: usize) -> Result<Described> {
+        let start_len = start_len(prefix)?;
+        let (floats, blocks) = (size_at(prefix, 48)?, size_at(prefix, 56)?);
+        let placement = Placement::of(start_len - PREFIX, floats, blocks)?;
+        if placement.len != len {
+            return Err(Error::Snapshot(format!("it is {len} bytes long; its prefix says {}", placement.len)));
+        }
+        Ok(Described { start_len, file_len: size_at(prefix, 32)?, floats, blocks, placement })
+    }
+}
+
 /// Where the buffers of the snapshot whose first [`PREFIX`] bytes are `prefix` go, checked against
 /// the snapshot's whole length `len`: what [`SnapshotRestore::new`] checks first, for a list of
 /// snapshots to say which can be loaded without reading their headers.
 pub fn described_placement(prefix: &[u8], len: usize) -> Result<Placement> {
-    let header_len = start_len(prefix)? - PREFIX;
-    let placement = Placement::of(header_len, size_at(prefix, 48)?, size_at(prefix, 56)?)?;
-    if placement.len != len {
-        return Err(Error::Snapshot(format!("it is {len} bytes long; its prefix says {}", placement.len)));
-    }
-    Ok(placement)
+    Ok(Described::of(prefix, len)?.placement)
 }
 
 /// A model being loaded from a snapshot: its start is checked and the buffers allocated, while
@@ -160,11 +177,8 @@ fn parse(header: &[u8], file_len: usize) -> Result<GgufFile<'_>> {
 impl SnapshotRestore {
     /// `start`: the snapshot's first [`start_len`] bytes (or more); `len`: its whole length.
     pub fn new(start: &[u8], len: usize, options: &LoadOptions) -> Result<SnapshotRestore> {
-        let placement = described_placement(start, len)?;
-        let header =
-            start.get(PREFIX..start_len(start)?).ok_or_else(|| Error::Snapshot("its header is cut short".into()))?;
-        let file_len = size_at(start, 32)?;
-        let (floats, blocks) = (size_at(start, 48)?, size_at(start, 56)?);
+        let Described { start_len, file_len, floats, blocks, placement } = Described::of(start, len)?;
+        let header = start.get(PREFIX..start_len).ok_or_else(|| Error::Snapshot("its header is cut short".into()))?;
         let budget = Budget::resolve(options.memory_budget, header.len() as u64)?;
         // The buffers are allocated before the plan that checks the budget has run.
         let weights = (placement.len - placement.floats_at) as u64;

@@ -250,6 +250,7 @@ async function writeFiles(
   // The snapshot's file first, then its key, so that a key is never there without its snapshot
   // for long (a list deletes a key it finds alone, having looked again).
   const file = await snapshots.getFileHandle(name, { create: true });
+  let handle: SyncHandle | undefined;
   try {
     const keyHandle = await (await snapshots.getFileHandle(keyFile(name), { create: true })).createSyncAccessHandle();
     try {
@@ -259,12 +260,6 @@ async function writeFiles(
     } finally {
       keyHandle.close();
     }
-  } catch (error) {
-    await remove(snapshots, name).catch(() => {});
-    throw error;
-  }
-  let handle: SyncHandle | undefined;
-  try {
     handle = await file.createSyncAccessHandle();
     handle.truncate(0);
     const parts = [

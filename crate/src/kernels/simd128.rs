@@ -198,6 +198,7 @@ pub fn dot_packed_inputs4(ty: PackedType, row: &[u8], xs: [Input; 4]) -> [f32; 4
 
 /// [`packed::dot`] of one packed row against one input (decode), bit for bit.
 // Out of line: merged into matmul's (large) tile function, the kernels ran 10–15% slower in V8.
+// wasm-opt would merge it back (it inlines every function with one caller): crate/Cargo.toml stops it.
 #[inline(never)]
 pub fn dot_packed(ty: PackedType, row: &[u8], x: Input) -> f32 {
     x.check(ty, x.x.len());

@@ -291,13 +291,18 @@ test('sampling parameters and seeds: typed errors for every field, in sampleNext
  * A Worker stand-in: answers init and load like the engine's worker, records every other request.
  * `refuse` names requests it answers with an error instead.
  */
-function fakeWorker(info = { ...model.info() }, { refuse = [], restored = false } = {}) {
+function fakeWorker(info = { ...model.info() }, { refuse = [], restored = false, held = [] } = {}) {
   const posted = [];
   const given = [];
   const listeners = [];
+  /** Answers to the `held` operations, kept back until `answerHeld()`. */
+  const withheld = [];
   return {
     posted,
     given,
+    answerHeld() {
+      withheld.splice(0).forEach((answer) => answer());
+    },
     addEventListener(type, listener) {
       if (type === 'message') listeners.push(listener);
     },
@@ -328,11 +333,42 @@ function fakeWorker(info = { ...model.info() }, { refuse = [], restored = false 
         trainerUseModel: { info: { ...info, vocabSize: 256, name: 'trained in the page' }, backend: { backend: 'cpu', requested: 'cpu', reason: 'cpu' } },
       }[op];
       const data = refuse.includes(op) ? { id, op, ok: false, error: { name: 'Error', message: `${op} refused` } } : { id, op, ok: true, result };
-      queueMicrotask(() => listeners.forEach((listener) => listener({ data })));
+      const answer = () => listeners.forEach((listener) => listener({ data }));
+      if (held.includes(op)) withheld.push(answer);
+      else queueMicrotask(answer);
     },
     terminate() {},
   };
 }
+
+test('the worker client asks without waiting where the worker answers in order: its start, and a streamed load\'s beginning', async () => {
+  const settled = async () => {
+    for (let i = 0; i < 20; i++) await new Promise(setImmediate);
+  };
+  const worker = fakeWorker(undefined, { held: ['init', 'loadGgufBegin'] });
+  let client;
+  const started = createWorkerClient({ worker }).then((made) => (client = made));
+  await settled();
+  assert.deepEqual(worker.posted.map(({ op }) => op), ['init', 'crashFlag'], 'the crash flag is asked for before init is answered');
+  assert.equal(client, undefined, 'not started until init is answered');
+  worker.answerHeld();
+  await started;
+  const file = new Uint8Array((4 << 20) + 100).fill(7);
+  const loaded = client.loadGguf(new Blob([file]).stream(), file.length);
+  await settled();
+  assert.deepEqual(worker.posted.map(({ op }) => op).slice(2), ['loadGgufBegin', 'loadGgufPiece'], 'the first batch goes before the beginning is answered');
+  worker.answerHeld();
+  await loaded;
+  assert.deepEqual(worker.posted.map(({ op }) => op).slice(2), ['loadGgufBegin', 'loadGgufPiece', 'loadGgufPiece', 'loadGgufEnd']);
+
+  // A beginning the worker refuses is the load's error (not the first batch's), and the load is cancelled.
+  const refusingWorker = fakeWorker(undefined, { refuse: ['loadGgufBegin'] });
+  const refusing = await createWorkerClient({ worker: refusingWorker });
+  await assert.rejects(refusing.loadGguf(new Blob([file]).stream(), file.length), { message: 'loadGgufBegin refused' });
+  assert.equal(refusingWorker.posted.at(-1).op, 'loadGgufCancel');
+  // A start the worker refuses is the client's error.
+  await assert.rejects(createWorkerClient({ worker: fakeWorker(undefined, { refuse: ['init', 'crashFlag'] }) }), { message: 'init refused' });
+});
 
 test('the worker client streams a .gguf with one batch in the worker while it reads the next; a bad batch stops the load and cancels it', async () => {
   const batch = 4 << 20;

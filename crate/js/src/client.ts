@@ -80,8 +80,13 @@ export async function createWorkerClient(options: WorkerClientOptions = {}): Pro
   const { worker, ...init } = options;
   const connection = new Connection(worker ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }));
   try {
-    const running = await connection.call('init', init);
-    connection.watch(await connection.call('crashFlag'));
+    // Both asked at once: the worker answers in order, and each answer waits for this thread to be
+    // free (a page building itself while the worker starts hears it tens of ms late).
+    const starting = connection.call('init', init);
+    const flag = connection.call('crashFlag');
+    flag.catch(() => {}); // fails only when init did, whose error is the one thrown
+    const running = await starting;
+    connection.watch(await flag);
     return new GptlensWorker(connection, running, init.backend ?? 'cpu');
   } catch (error) {
     connection.terminate();
@@ -313,10 +318,12 @@ export class GptlensWorker {
         return this.took(restored);
       }
     }
-    await this.connection.call('loadGgufBegin', size, key);
     let sent = 0;
-    /** The batch the worker is putting into the weights while the next one is read here. */
-    let inWorker: Promise<void> | undefined;
+    /** The batch the worker is putting into the weights while the next one is read here. The
+     * first batch goes without waiting for the load's beginning to be answered (the worker takes
+     * requests in order): a round trip through this thread, when it is busy, delayed it. */
+    let inWorker: Promise<void> | undefined = this.connection.call('loadGgufBegin', size, key);
+    inWorker.catch(() => {}); // thrown where it is awaited, in order
     /** Batches the worker has put into the weights and given back, to be filled again. */
     const returned: Uint8Array[] = [];
     try {

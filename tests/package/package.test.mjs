@@ -6,7 +6,7 @@ import { createReadStream, existsSync, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { backend, coalesceLatest, cosine, createWorkerClient, init, Model, Trainer } from 'gptlens';
+import { backend, coalesceLatest, cosine, createWorkerClient, init, Model, startWorkerClient, Trainer } from 'gptlens';
 import { parseSafetensors } from '../support/safetensors.mjs';
 
 const fixture = join(process.env.GPTLENS_FIXTURES, 'gpt2-tiny-f32');
@@ -295,7 +295,7 @@ function fakeWorker(info = { ...model.info() }, { refuse = [], restored = false,
   const posted = [];
   const given = [];
   const listeners = [];
-  /** Answers to the `held` operations, kept back until `answerHeld()`. */
+  /** Answers to the `held` operations (and those after them), kept back until `answerHeld()`. */
   const withheld = [];
   return {
     posted,
@@ -334,7 +334,8 @@ function fakeWorker(info = { ...model.info() }, { refuse = [], restored = false,
       }[op];
       const data = refuse.includes(op) ? { id, op, ok: false, error: { name: 'Error', message: `${op} refused` } } : { id, op, ok: true, result };
       const answer = () => listeners.forEach((listener) => listener({ data }));
-      if (held.includes(op)) withheld.push(answer);
+      // Answered in order, as the worker does: behind a held answer, every later one waits too.
+      if (held.includes(op) || withheld.length > 0) withheld.push(answer);
       else queueMicrotask(answer);
     },
     terminate() {},
@@ -368,6 +369,30 @@ test('the worker client asks without waiting where the worker answers in order: 
   assert.equal(refusingWorker.posted.at(-1).op, 'loadGgufCancel');
   // A start the worker refuses is the client's error.
   await assert.rejects(createWorkerClient({ worker: fakeWorker(undefined, { refuse: ['init', 'crashFlag'] }) }), { message: 'init refused' });
+});
+
+test('startWorkerClient hands out the client at once: a load asked for before the start is answered after it', async () => {
+  const settled = async () => {
+    for (let i = 0; i < 20; i++) await new Promise(setImmediate);
+  };
+  const file = new Uint8Array((4 << 20) + 100).fill(7);
+  const worker = fakeWorker(undefined, { held: ['init'] });
+  const { client, started } = startWorkerClient({ worker });
+  assert.throws(() => client.backend(), /has not started yet/);
+  const loaded = client.loadGguf(new Blob([file]).stream(), file.length);
+  await settled();
+  assert.deepEqual(worker.posted.map(({ op }) => op), ['init', 'crashFlag', 'loadGgufBegin', 'loadGgufPiece'], 'the load is asked for before init is answered');
+  worker.answerHeld();
+  assert.deepEqual(await started, backend());
+  assert.deepEqual(client.backend(), backend());
+  assert.equal((await loaded).vocabSize, model.info().vocabSize);
+
+  // A start that fails: `started` says why (a worker whose start failed refuses what follows too).
+  const failing = startWorkerClient({ worker: fakeWorker(undefined, { refuse: ['init', 'crashFlag', 'loadGgufBegin'] }) });
+  const asked = failing.client.loadGguf(new Blob([file]).stream(), file.length);
+  await assert.rejects(failing.started, { message: 'init refused' });
+  await assert.rejects(asked, { message: 'loadGgufBegin refused' });
+  assert.throws(() => failing.client.backend(), /has not started yet/);
 });
 
 test('the worker client streams a .gguf with one batch in the worker while it reads the next; a bad batch stops the load and cancels it', async () => {

@@ -3,7 +3,7 @@
 // bad file, or a GPU that is not there, never costs the model that works; stopping the old Worker
 // then frees all its memory (wasm memory never shrinks).
 import {
-  createWorkerClient,
+  startWorkerClient,
   type AblateWith,
   type AblationUnit,
   type Attribution,
@@ -63,10 +63,11 @@ interface EngineOptions {
   backend: BackendChoice;
 }
 
-/** A Worker being started, with when its start began and (once it has) ended. */
+/** A Worker being started (its client usable already), with when its start began and (once it has) ended. */
 interface Starting {
   options: EngineOptions;
-  client: Promise<GptlensWorker>;
+  client: GptlensWorker;
+  started: Promise<unknown>;
   began: number;
   ready?: number;
 }
@@ -78,9 +79,9 @@ const sameOptions = (a: EngineOptions, b: EngineOptions) => a.threads === b.thre
 
 function startWorker(options: EngineOptions): Starting {
   const began = performance.now();
-  const client = createWorkerClient(options.threads === undefined ? { backend: options.backend } : { threads: options.threads, backend: options.backend });
-  const starting: Starting = { options, client, began };
-  client.then(
+  const { client, started } = startWorkerClient(options.threads === undefined ? { backend: options.backend } : { threads: options.threads, backend: options.backend });
+  const starting: Starting = { options, client, started, began };
+  started.then(
     () => {
       starting.ready = performance.now();
     },
@@ -152,7 +153,7 @@ export class Engine {
    */
   static prestart(options: EngineOptions): void {
     if (spare && sameOptions(spare.options, options)) return;
-    spare?.client.then((client) => client.terminate(), () => {});
+    spare?.client.terminate();
     spare = startWorker(options);
   }
 
@@ -169,11 +170,16 @@ export class Engine {
     } else {
       taken = startWorker(options);
     }
-    const client = await taken.client;
-    // Only the Worker a load runs on is measured (a spare stopped unused is not).
-    workerStarted(taken.began, taken.ready ?? performance.now());
+    const { client } = taken;
+    // Asked before the Worker has started: it answers once it has (its start's failure is the one
+    // thrown, not what the load's requests then heard).
+    const loading = load(client);
+    loading.catch(() => {});
     try {
-      const info = await load(client);
+      await taken.started;
+      // Only the Worker a load runs on is measured (a spare stopped unused is not).
+      workerStarted(taken.began, taken.ready ?? performance.now());
+      const info = await loading;
       return new Engine(client, info, await client.session());
     } catch (error) {
       client.terminate();

@@ -77,21 +77,39 @@ export interface WorkerClientOptions extends InitOptions {
 
 /** Starts the engine in a module Worker and resolves once its wasm build is running. */
 export async function createWorkerClient(options: WorkerClientOptions = {}): Promise<GptlensWorker> {
+  const { client, started } = startWorkerClient(options);
+  await started;
+  return client;
+}
+
+/** A worker client handed out before its worker has started (`startWorkerClient`). */
+export interface StartingWorkerClient {
+  /** Usable at once: its requests wait in the worker, in order, for the start. */
+  client: GptlensWorker;
+  /** The start: the build that runs and why, or why none could (the worker is then terminated). */
+  started: Promise<Backend>;
+}
+
+/**
+ * `createWorkerClient` without waiting: the client comes at once, so that a page can ask for its
+ * model while the worker is still starting (the wasm module, the thread pool) rather than when it
+ * hears of the start, which its own busy thread may hear late. Requests made before the start are
+ * answered after it, and fail if it fails; `started` then says why. `backend()` throws until then.
+ */
+export function startWorkerClient(options: WorkerClientOptions = {}): StartingWorkerClient {
   const { worker, ...init } = options;
   const connection = new Connection(worker ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }));
-  try {
-    // Both asked at once: the worker answers in order, and each answer waits for this thread to be
-    // free (a page building itself while the worker starts hears it tens of ms late).
-    const starting = connection.call('init', init);
-    const flag = connection.call('crashFlag');
-    flag.catch(() => {}); // fails only when init did, whose error is the one thrown
-    const running = await starting;
+  // Both asked at once, as every request may be: the worker answers in order.
+  const starting = connection.call('init', init);
+  const flag = connection.call('crashFlag');
+  flag.catch(() => {}); // fails only when init did, whose error is the one `started` gives
+  const client = new GptlensWorker(connection, starting, init.backend ?? 'cpu');
+  const started = starting.then(async (running) => {
     connection.watch(await flag);
-    return new GptlensWorker(connection, running, init.backend ?? 'cpu');
-  } catch (error) {
-    connection.terminate();
-    throw error;
-  }
+    return running;
+  });
+  started.catch(() => connection.terminate());
+  return { client, started };
 }
 
 /** Requests and their responses, matched by id; worker-side objects released when their handles are collected. */
@@ -258,15 +276,24 @@ export class GptlensWorker {
   /** The loaded model's vocabulary size (token ids are checked against it here, before posting) and head. */
   private facts: check.Facts | undefined;
 
-  /** @internal use createWorkerClient() */
+  /** Which build the worker runs, once it has started. */
+  private running: Backend | undefined;
+
+  /** @internal use createWorkerClient() or startWorkerClient() */
   constructor(
     private readonly connection: Connection,
-    private readonly running: Backend,
+    starting: Promise<Backend>,
     private readonly requested: BackendChoice,
-  ) {}
+  ) {
+    starting.then(
+      (running) => (this.running = running),
+      () => {},
+    );
+  }
 
-  /** Which build the worker runs and why. */
+  /** Which build the worker runs and why; throws before the worker has started (`startWorkerClient`). */
   backend(): Backend {
+    if (!this.running) throw new Error('the gptlens worker has not started yet: await `started` first');
     return this.running;
   }
 

@@ -17,7 +17,7 @@ export { init, backend, engineMemoryBytes, abortForTesting } from './backend.js'
 export { EngineCrashedError } from './crash.js';
 export { GgufLoader, Model, Session, Trace } from './model.js';
 export { Trainer } from './train.js';
-export { createWorkerClient, GptlensWorker, WorkerSession, WorkerTrace, WorkerTrainer, type PromptAnswer, type RunPromptOptions, type WorkerClientOptions } from './client.js';
+export { createWorkerClient, startWorkerClient, GptlensWorker, WorkerSession, WorkerTrace, WorkerTrainer, type PromptAnswer, type RunPromptOptions, type StartingWorkerClient, type WorkerClientOptions } from './client.js';
 export { coalesceLatest } from './coalesce.js';
 export { cosine } from './embedding.js';
 export type {

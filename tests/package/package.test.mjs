@@ -342,10 +342,12 @@ function fakeWorker(info = { ...model.info() }, { refuse = [], restored = false,
   };
 }
 
+/** Lets every answer, read and post that can happen without outside help happen. */
+async function settled() {
+  for (let i = 0; i < 20; i++) await new Promise(setImmediate);
+}
+
 test('the worker client asks without waiting where the worker answers in order: its start, and a streamed load\'s beginning', async () => {
-  const settled = async () => {
-    for (let i = 0; i < 20; i++) await new Promise(setImmediate);
-  };
   const worker = fakeWorker(undefined, { held: ['init', 'loadGgufBegin'] });
   let client;
   const started = createWorkerClient({ worker }).then((made) => (client = made));
@@ -372,9 +374,6 @@ test('the worker client asks without waiting where the worker answers in order: 
 });
 
 test('startWorkerClient hands out the client at once: a load asked for before the start is answered after it', async () => {
-  const settled = async () => {
-    for (let i = 0; i < 20; i++) await new Promise(setImmediate);
-  };
   const file = new Uint8Array((4 << 20) + 100).fill(7);
   const worker = fakeWorker(undefined, { held: ['init'] });
   const { client, started } = startWorkerClient({ worker });

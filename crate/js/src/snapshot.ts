@@ -313,11 +313,13 @@ export async function listSnapshots(): Promise<Snapshots> {
     if (name.endsWith(SNAPSHOT)) {
       const entry = await describe(snapshots, name, name === current);
       if (entry) entries.push(entry);
-    } else if (name.endsWith(KEY) && !names.has(name.slice(0, -KEY.length) + SNAPSHOT)) {
+    } else if (name.endsWith(KEY)) {
       // A key whose snapshot is gone (deleted by an older version, or by hand), unless another
       // tab has made that snapshot since the folder was read.
       const snapshot = name.slice(0, -KEY.length) + SNAPSHOT;
-      if (!(await snapshots.getFileHandle(snapshot).then(() => true, () => false))) await snapshots.removeEntry(name).catch(() => {});
+      if (!names.has(snapshot) && !(await snapshots.getFileHandle(snapshot).then(() => true, () => false))) {
+        await snapshots.removeEntry(name).catch(() => {});
+      }
     }
   }
   entries.sort((a, b) => b.written - a.written);

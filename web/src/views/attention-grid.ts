@@ -212,7 +212,12 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
       );
     });
     grid.replaceChildren(canvas, h('div', { class: 'grid-row grid-head', role: 'row' }, h('span', { class: 'axis-label corner' }), ...headLabels), ...rows);
-    layout();
+    // The new cells' places are read in the next frame, where the browser lays the page out
+    // anyway: read here, they forced that layout (SmolLM2’s 270 heads: ~7 ms) before the new
+    // model's first run was asked for. No cell is painted before then: none is visible until
+    // the observer below says so, and that comes after the frame.
+    places = [];
+    requestAnimationFrame(layout);
     for (const cell of cells) observer.observe(cell.button);
   };
 

@@ -90,7 +90,11 @@ const isNode = () => typeof process !== 'undefined' && process.versions?.node !=
 
 const singleThread = (reason: string): Plan => ({ build: 'st', threads: 1, reason: `single-thread: ${reason}` });
 
-async function plan({ threads, backend = 'cpu' }: InitOptions): Promise<Plan> {
+/**
+ * The build this environment can run. For `auto`, a hardware WebGPU adapter would take the
+ * single-thread build instead: `load` asks for one (`hardwareGpu`) while the threaded build loads.
+ */
+function plan({ threads, backend = 'cpu' }: InitOptions): Plan {
   if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1)) {
     throw new RangeError(`threads must be a whole number ≥ 1, not ${threads}`);
   }
@@ -102,10 +106,6 @@ async function plan({ threads, backend = 'cpu' }: InitOptions): Promise<Plan> {
   }
   if (threads === 1) return singleThread('1 thread requested');
   if (backend === 'webgpu') return singleThread('WebGPU was asked for (the threaded build has no WebGPU)');
-  if (backend === 'auto') {
-    const { adapter } = await probeWebGpu();
-    if (adapter && isHardware(adapter)) return singleThread('a hardware WebGPU adapter is available (the threaded build has no WebGPU)');
-  }
   if (!('WorkerGlobalScope' in globalThis)) {
     return singleThread("running on the page's main thread, which must not block; use createWorkerClient() for threads");
   }
@@ -121,6 +121,13 @@ async function plan({ threads, backend = 'cpu' }: InitOptions): Promise<Plan> {
   const clamped = threads !== undefined && threads > available ? `; ${threads} asked, this machine offers ${available}` : '';
   if (count < 2) return singleThread(`navigator.hardwareConcurrency is ${available}${clamped}`);
   return { build: 'mt', threads: count, reason: `multi-thread: ${count} threads (page is crossOriginIsolated)${clamped}` };
+}
+
+/** Why `auto` should run the single-thread build after all (a hardware WebGPU adapter, which only it can use), or undefined. */
+async function hardwareGpu({ backend }: InitOptions): Promise<string | undefined> {
+  if (backend !== 'auto') return undefined;
+  const { adapter } = await probeWebGpu();
+  return adapter && isHardware(adapter) ? 'a hardware WebGPU adapter is available (the threaded build has no WebGPU)' : undefined;
 }
 
 async function start(build: Build): Promise<{ glue: Glue; memory: WebAssembly.Memory }> {
@@ -150,15 +157,26 @@ async function load(options: InitOptions): Promise<Loaded> {
   if (!WebAssembly.validate(SIMD_PROBE)) {
     throw new Error('gptlens needs WebAssembly SIMD128 (Chrome 91, Firefox 89, Safari 16.4, Node 16.4 or later)');
   }
-  let chosen = await plan(options);
+  let chosen = plan(options);
   if (chosen.build === 'mt') {
-    try {
-      const { glue, memory } = await start('mt');
-      if (!glue.initThreadPool) throw new Error('the threaded build exports no initThreadPool');
-      await glue.initThreadPool(chosen.threads);
-      return { glue, memory, backend: { simd: true, threads: glue.threadCount(), reason: chosen.reason } };
-    } catch (error) {
-      chosen = singleThread(`the threaded build failed to start (${error instanceof Error ? error.message : error})`);
+    // The threaded build loads while `auto` asks for a GPU adapter: asked first, the adapter
+    // (Chromium's software one, here) took 30–80 ms of the Worker's start, on the page's way to
+    // its first run. A hardware adapter then takes the single-thread build, and this one is
+    // dropped before its thread pool starts.
+    const threaded = start('mt');
+    threaded.catch(() => {}); // thrown where it is awaited, unless it is dropped
+    const gpu = await hardwareGpu(options);
+    if (gpu) {
+      chosen = singleThread(gpu);
+    } else {
+      try {
+        const { glue, memory } = await threaded;
+        if (!glue.initThreadPool) throw new Error('the threaded build exports no initThreadPool');
+        await glue.initThreadPool(chosen.threads);
+        return { glue, memory, backend: { simd: true, threads: glue.threadCount(), reason: chosen.reason } };
+      } catch (error) {
+        chosen = singleThread(`the threaded build failed to start (${error instanceof Error ? error.message : error})`);
+      }
     }
   }
   return { ...(await start('st')), backend: { simd: true, threads: 1, reason: chosen.reason } };

@@ -309,7 +309,7 @@ export function mountAttentionGrid(root: HTMLElement, store: Store, live: Live):
     }, DESCRIBE_QUIET_MS);
   }
   grid.addEventListener('focusin', (event) => {
-    const cell = cellOf.get(event.target as Element);
+    const cell = cellAt(event);
     if (cell) describeCell(cell, store.state);
   });
 

@@ -1,6 +1,7 @@
 //! Explicit AVX/AVX2 versions of the hottest reductions for x86-64, chosen at run time:
 //! [`dot_block`] (f32 weights) and [`dot_packed`] (packed Q4_0 / Q4_1 / Q8_0 / Q5_1 weights), and
-//! an AVX-512 one for prefill over packed weights, [`dot_packed_rows2`].
+//! AVX-512 ones over packed weights: [`dot_packed_avx512`] (decode) and [`dot_packed_rows2`]
+//! (prefill).
 //!
 //! Lane `l` of the 256-bit accumulator is partial sum `l` of the portable code, the tail goes to
 //! the same lanes, and the fold is [`super::fold_lanes`]: results are bit-identical to the
@@ -143,6 +144,24 @@ pub unsafe fn dot_packed<const NT: usize>(ty: PackedType, row: &[u8], xs: [Input
     }
 }
 
+/// [`dot_packed`] on a CPU with AVX-512VL, whose three-input logic instruction turns Q4_0's,
+/// Q8_0's and Q5_1's integers into floats without a conversion (see [`from_mantissa`]). The CLI's
+/// SmolLM2 decode at one thread on Zen 4, alternating binaries (6 pairs each): Q4_0 74 → 84 tok/s,
+/// Q8_0 75 → 79; Q4_1, whose nibbles need no subtraction, was no faster that way and keeps
+/// [`lanes_q4_1`].
+///
+/// # Safety
+/// The CPU must support AVX2, AVX-512F and AVX-512VL. (As [`dot_packed`], sizes are checked.)
+#[target_feature(enable = "avx2,avx512f,avx512vl")]
+pub unsafe fn dot_packed_avx512<const NT: usize>(ty: PackedType, row: &[u8], xs: [Input; NT]) -> [f32; NT] {
+    match ty {
+        PackedType::Q4_0 => dot_blocks::<NT>(ty, row, xs, lanes_q4_0_avx512),
+        PackedType::Q4_1 => dot_blocks::<NT>(ty, row, xs, lanes_q4_1),
+        PackedType::Q8_0 => dot_blocks::<NT>(ty, row, xs, lanes_q8_0_avx512),
+        PackedType::Q5_1 => dot_blocks::<NT>(ty, row, xs, lanes_q5_1_avx512),
+    }
+}
+
 /// A block's scale `d`, min `m` (zero when the format has none) and lane integers as f32.
 type Lanes = [__m256; 4];
 
@@ -276,6 +295,79 @@ unsafe fn signed_byte(w: __m256i, shift: __m256i) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_sllv_epi32(w, shift), 24))
 }
 
+// ---- With AVX-512VL: integers made floats without a conversion ---------------------------------
+
+/// The float 2^23's bits. A float in [2^23, 2^24) holds an integer in its low mantissa bits, so
+/// `bits(2^23) ^ u` for `u < 2^23` is the float `2^23 + u`, exactly.
+const TWO_23_BITS: i32 = 0x4B00_0000;
+const TWO_23: f32 = 8_388_608.0;
+
+/// How a format's lane integers sit in its words, for [`from_mantissa`]: the mask that takes one
+/// (after a shift), the bit that flips its sign (so that a signed byte `q` reads as the unsigned
+/// `q + 128`), and the float that stands for a lane integer of zero, subtracted last (`2^23`, plus
+/// 8 for Q4_0's `q − 8`, plus 128 for Q8_0's flipped bytes).
+struct Mantissa {
+    mask: i32,
+    flip: i32,
+    zero: f32,
+}
+
+/// Q4_0: `q − 8` from the nibble `q`.
+const Q4_0_MANTISSA: Mantissa = Mantissa { mask: 0xF, flip: 0, zero: TWO_23 + 8.0 };
+/// Q8_0: the signed byte `q`, read as `q + 128`.
+const Q8_0_MANTISSA: Mantissa = Mantissa { mask: 0xFF, flip: 0x80, zero: TWO_23 + 128.0 };
+/// Q5_1: the byte `q` (below 32).
+const Q5_1_MANTISSA: Mantissa = Mantissa { mask: 0xFF, flip: 0, zero: TWO_23 };
+
+/// The lane integers of `shifted` (each in its lane's low bits, under `m.mask`) as floats:
+/// `(shifted & mask) ^ (bits(2^23) | flip)` in one instruction (truth table 0x6A is `(a & b) ^ c`),
+/// then one subtraction, where two integer instructions and a conversion took three. Every value is
+/// an integer below 2^24, so the result is the conversion's, bit for bit.
+#[inline(always)]
+unsafe fn from_mantissa(shifted: __m256i, m: &Mantissa) -> __m256 {
+    let bits =
+        _mm256_ternarylogic_epi32::<0x6A>(shifted, _mm256_set1_epi32(m.mask), _mm256_set1_epi32(TWO_23_BITS | m.flip));
+    _mm256_sub_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(m.zero))
+}
+
+/// [`lanes_q4_0`]'s nibbles, each shifted to the bottom of its lane.
+#[inline(always)]
+unsafe fn nibble_lanes_avx512(w: __m256i, m: &Mantissa) -> Lanes {
+    [
+        from_mantissa(_mm256_srlv_epi32(w, halves(0, 4)), m),
+        from_mantissa(_mm256_srlv_epi32(w, halves(8, 12)), m),
+        from_mantissa(_mm256_srlv_epi32(w, halves(16, 20)), m),
+        from_mantissa(_mm256_srlv_epi32(w, halves(24, 28)), m),
+    ]
+}
+
+/// [`lanes_q8_0`] and [`lanes_q5_1`]'s bytes, each shifted to the bottom of its lane.
+#[inline(always)]
+unsafe fn byte_lanes_avx512(w0: __m256i, w1: __m256i, m: &Mantissa) -> Lanes {
+    let (even, odd) = (halves(0, 8), halves(16, 24));
+    [
+        from_mantissa(_mm256_srlv_epi32(w0, even), m),
+        from_mantissa(_mm256_srlv_epi32(w0, odd), m),
+        from_mantissa(_mm256_srlv_epi32(w1, even), m),
+        from_mantissa(_mm256_srlv_epi32(w1, odd), m),
+    ]
+}
+
+#[inline(always)]
+unsafe fn lanes_q4_0_avx512(b: *const u8) -> (__m256, __m256, Lanes) {
+    (f32_at(b), _mm256_setzero_ps(), nibble_lanes_avx512(words(b.add(4)), &Q4_0_MANTISSA))
+}
+
+#[inline(always)]
+unsafe fn lanes_q8_0_avx512(b: *const u8) -> (__m256, __m256, Lanes) {
+    (f32_at(b), _mm256_setzero_ps(), byte_lanes_avx512(words(b.add(4)), words(b.add(20)), &Q8_0_MANTISSA))
+}
+
+#[inline(always)]
+unsafe fn lanes_q5_1_avx512(b: *const u8) -> (__m256, __m256, Lanes) {
+    (f32_at(b), f32_at(b.add(4)), byte_lanes_avx512(words(b.add(8)), words(b.add(24)), &Q5_1_MANTISSA))
+}
+
 /// [`dot_packed`] of two consecutive rows against `NT` inputs (prefill), with AVX-512: row A's
 /// eight lanes in the low half of each 512-bit vector, row B's in the high half, so that every
 /// multiply and add serves both rows, and each input is loaded once for the two (broadcast to both
@@ -379,6 +471,59 @@ unsafe fn halves2(lo: i32, hi: i32) -> __m512i {
     _mm512_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi, lo, lo, lo, lo, hi, hi, hi, hi)
 }
 
+/// [`from_mantissa`] for both rows.
+#[inline(always)]
+unsafe fn from_mantissa2(shifted: __m512i, m: &Mantissa) -> __m512 {
+    let bits =
+        _mm512_ternarylogic_epi32::<0x6A>(shifted, _mm512_set1_epi32(m.mask), _mm512_set1_epi32(TWO_23_BITS | m.flip));
+    _mm512_sub_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(m.zero))
+}
+
+/// [`nibble_lanes_avx512`] of both rows.
+#[inline(always)]
+unsafe fn nibble_lanes2(w: __m512i, m: &Mantissa) -> [__m512; 4] {
+    [
+        from_mantissa2(_mm512_srlv_epi32(w, halves2(0, 4)), m),
+        from_mantissa2(_mm512_srlv_epi32(w, halves2(8, 12)), m),
+        from_mantissa2(_mm512_srlv_epi32(w, halves2(16, 20)), m),
+        from_mantissa2(_mm512_srlv_epi32(w, halves2(24, 28)), m),
+    ]
+}
+
+/// [`byte_lanes_avx512`] of both rows.
+#[inline(always)]
+unsafe fn byte_lanes2(w0: __m512i, w1: __m512i, m: &Mantissa) -> [__m512; 4] {
+    let (even, odd) = (halves2(0, 8), halves2(16, 24));
+    [
+        from_mantissa2(_mm512_srlv_epi32(w0, even), m),
+        from_mantissa2(_mm512_srlv_epi32(w0, odd), m),
+        from_mantissa2(_mm512_srlv_epi32(w1, even), m),
+        from_mantissa2(_mm512_srlv_epi32(w1, odd), m),
+    ]
+}
+
+#[inline(always)]
+unsafe fn f32_pair(a: *const u8, b: *const u8) -> __m512 {
+    pair(f32_at(a), f32_at(b))
+}
+
+#[inline(always)]
+unsafe fn lanes2_q4_0(a: *const u8, b: *const u8) -> Lanes2 {
+    (f32_pair(a, b), _mm512_setzero_ps(), nibble_lanes2(words2(a.add(4), b.add(4)), &Q4_0_MANTISSA))
+}
+
+/// Q4_1 keeps [`lanes_q4_1`]'s mask and conversion: made from the mantissa, its prefill was no
+/// faster (152–158 → 147–156 tok/s at one thread).
+#[inline(always)]
+unsafe fn lanes2_q4_1(a: *const u8, b: *const u8) -> Lanes2 {
+    let q = nibbles2(words2(a.add(8), b.add(8)));
+    (
+        f32_pair(a, b),
+        f32_pair(a.add(4), b.add(4)),
+        [_mm512_cvtepi32_ps(q[0]), _mm512_cvtepi32_ps(q[1]), _mm512_cvtepi32_ps(q[2]), _mm512_cvtepi32_ps(q[3])],
+    )
+}
+
 /// [`nibbles`] of both rows.
 #[inline(always)]
 unsafe fn nibbles2(w: __m512i) -> [__m512i; 4] {
@@ -392,60 +537,15 @@ unsafe fn nibbles2(w: __m512i) -> [__m512i; 4] {
 }
 
 #[inline(always)]
-unsafe fn f32_pair(a: *const u8, b: *const u8) -> __m512 {
-    pair(f32_at(a), f32_at(b))
-}
-
-#[inline(always)]
-unsafe fn lanes2_q4_0(a: *const u8, b: *const u8) -> Lanes2 {
-    let q = nibbles2(words2(a.add(4), b.add(4)));
-    let eight = _mm512_set1_epi32(8);
-    let v = [
-        _mm512_cvtepi32_ps(_mm512_sub_epi32(q[0], eight)),
-        _mm512_cvtepi32_ps(_mm512_sub_epi32(q[1], eight)),
-        _mm512_cvtepi32_ps(_mm512_sub_epi32(q[2], eight)),
-        _mm512_cvtepi32_ps(_mm512_sub_epi32(q[3], eight)),
-    ];
-    (f32_pair(a, b), _mm512_setzero_ps(), v)
-}
-
-#[inline(always)]
-unsafe fn lanes2_q4_1(a: *const u8, b: *const u8) -> Lanes2 {
-    let q = nibbles2(words2(a.add(8), b.add(8)));
-    (
-        f32_pair(a, b),
-        f32_pair(a.add(4), b.add(4)),
-        [_mm512_cvtepi32_ps(q[0]), _mm512_cvtepi32_ps(q[1]), _mm512_cvtepi32_ps(q[2]), _mm512_cvtepi32_ps(q[3])],
-    )
-}
-
-/// [`lanes_q8_0`] of both rows.
-#[inline(always)]
 unsafe fn lanes2_q8_0(a: *const u8, b: *const u8) -> Lanes2 {
     let (w0, w1) = (words2(a.add(4), b.add(4)), words2(a.add(20), b.add(20)));
-    let (even, odd) = (halves2(24, 16), halves2(8, 0));
-    (
-        f32_pair(a, b),
-        _mm512_setzero_ps(),
-        [signed_byte2(w0, even), signed_byte2(w0, odd), signed_byte2(w1, even), signed_byte2(w1, odd)],
-    )
+    (f32_pair(a, b), _mm512_setzero_ps(), byte_lanes2(w0, w1, &Q8_0_MANTISSA))
 }
 
-/// [`lanes_q5_1`] of both rows.
 #[inline(always)]
 unsafe fn lanes2_q5_1(a: *const u8, b: *const u8) -> Lanes2 {
     let (w0, w1) = (words2(a.add(8), b.add(8)), words2(a.add(24), b.add(24)));
-    let (even, odd) = (halves2(24, 16), halves2(8, 0));
-    (
-        f32_pair(a, b),
-        f32_pair(a.add(4), b.add(4)),
-        [signed_byte2(w0, even), signed_byte2(w0, odd), signed_byte2(w1, even), signed_byte2(w1, odd)],
-    )
-}
-
-#[inline(always)]
-unsafe fn signed_byte2(w: __m512i, shift: __m512i) -> __m512 {
-    _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_sllv_epi32(w, shift), 24))
+    (f32_pair(a, b), f32_pair(a.add(4), b.add(4)), byte_lanes2(w0, w1, &Q5_1_MANTISSA))
 }
 
 #[cfg(test)]
@@ -494,15 +594,20 @@ mod tests {
                 let four_inputs = [input(0), input(1), input(2), input(3)];
                 let bits = |a: Vec<f32>| a.into_iter().map(f32::to_bits).collect::<Vec<_>>();
                 // SAFETY: AVX2 checked above; rows hold whole blocks for n weights.
+                let avx512 = std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512dq")
+                    && std::arch::is_x86_feature_detected!("avx512vl");
                 for (r, row) in rows.iter().enumerate() {
+                    let portable = bits(packed::dot(ty, row, [input(r)]).to_vec());
                     let fast = unsafe { super::dot_packed(ty, row, [input(r)]) };
-                    assert_eq!(
-                        bits(fast.to_vec()),
-                        bits(packed::dot(ty, row, [input(r)]).to_vec()),
-                        "{ty:?} n = {n}, row {r}"
-                    );
+                    assert_eq!(bits(fast.to_vec()), portable, "{ty:?} n = {n}, row {r}");
+                    if avx512 {
+                        // SAFETY: AVX-512F and VL checked.
+                        let fast = unsafe { super::dot_packed_avx512(ty, row, [input(r)]) };
+                        assert_eq!(bits(fast.to_vec()), portable, "{ty:?} n = {n}, row {r} (AVX-512)");
+                    }
                 }
-                if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
+                if avx512 {
                     // SAFETY: AVX-512F and DQ (and AVX2) checked; rows hold whole blocks for n weights.
                     let fast = unsafe { super::dot_packed_rows2(ty, [rows[1], rows[3]], four_inputs) };
                     for (r, row) in [rows[1], rows[3]].into_iter().enumerate() {
@@ -513,12 +618,14 @@ mod tests {
                         );
                     }
                 }
+                let portable = bits(packed::dot(ty, rows[2], four_inputs).to_vec());
                 let fast = unsafe { super::dot_packed(ty, rows[2], four_inputs) };
-                assert_eq!(
-                    bits(fast.to_vec()),
-                    bits(packed::dot(ty, rows[2], four_inputs).to_vec()),
-                    "{ty:?} n = {n}, 4 inputs"
-                );
+                assert_eq!(bits(fast.to_vec()), portable, "{ty:?} n = {n}, 4 inputs");
+                if avx512 {
+                    // SAFETY: AVX-512F and VL checked.
+                    let fast = unsafe { super::dot_packed_avx512(ty, rows[2], four_inputs) };
+                    assert_eq!(bits(fast.to_vec()), portable, "{ty:?} n = {n}, 4 inputs (AVX-512)");
+                }
             }
         }
     }

@@ -356,8 +356,8 @@ unsafe fn tile<K: DotBlock>(dest: Dest, w: WeightRows, rows: std::ops::Range<usi
 }
 
 /// The packed kernels of one target: 1 row × 4 inputs (prefill) and 1 × 1 (decode, and the
-/// rest). All give the bits of [`packed::dot`]. `unsafe`: the AVX2 ones need the CPU feature,
-/// which the caller has checked.
+/// rest). All give the bits of [`packed::dot`]. `unsafe`: the AVX2 and AVX-512 ones need the CPU
+/// features, which the caller has checked.
 #[derive(Clone, Copy)]
 struct PackedKernels {
     inputs4: unsafe fn(PackedType, &[u8], [Input; 4]) -> [f32; 4],
@@ -651,8 +651,9 @@ mod tests {
     }
 
     /// Packed matrices: decode (1 token: a row at a time) and prefill (6 tokens: four tokens per
-    /// pass, then the rest) give every token the bits of the portable kernel alone — with AVX2
-    /// natively, and with SIMD128 in the wasm test run.
+    /// pass, then the rest) give every token the bits of the portable kernel alone — with the
+    /// best x86 kernels the CPU has natively (AVX-512 or AVX2; `x86`'s tests compare each of them),
+    /// and with SIMD128 in the wasm test run.
     #[cfg_attr(not(target_arch = "wasm32"), test)]
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn packed_matrices_give_the_portable_bits_decoding_and_prefilling() {

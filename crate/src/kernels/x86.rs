@@ -1,7 +1,7 @@
 //! Explicit AVX/AVX2 versions of the hottest reductions for x86-64, chosen at run time:
 //! [`dot_block`] (f32 weights) and [`dot_packed`] (packed Q4_0 / Q4_1 / Q8_0 / Q5_1 weights), and
-//! AVX-512 ones over packed weights: [`dot_packed_avx512`] (decode) and [`dot_packed_rows2`]
-//! (prefill).
+//! AVX-512 ones over packed weights: [`dot_packed_avx512`] (a row at a time: decode, and what
+//! prefill does not pair) and [`dot_packed_rows2`] (two rows: prefill).
 //!
 //! Lane `l` of the 256-bit accumulator is partial sum `l` of the portable code, the tail goes to
 //! the same lanes, and the fold is [`super::fold_lanes`]: results are bit-identical to the
@@ -145,10 +145,10 @@ pub unsafe fn dot_packed<const NT: usize>(ty: PackedType, row: &[u8], xs: [Input
 }
 
 /// [`dot_packed`] on a CPU with AVX-512VL, whose three-input logic instruction turns Q4_0's,
-/// Q8_0's and Q5_1's integers into floats without a conversion (see [`from_mantissa`]). The CLI's
+/// Q8_0's and Q5_1's integers into floats without a conversion (see `from_mantissa`). The CLI's
 /// SmolLM2 decode at one thread on Zen 4, alternating binaries (6 pairs each): Q4_0 74 → 84 tok/s,
 /// Q8_0 75 → 79; Q4_1, whose nibbles need no subtraction, was no faster that way and keeps
-/// [`lanes_q4_1`].
+/// the AVX2 kernel's mask and conversion.
 ///
 /// # Safety
 /// The CPU must support AVX2, AVX-512F and AVX-512VL. (As [`dot_packed`], sizes are checked.)
@@ -321,8 +321,9 @@ const Q5_1_MANTISSA: Mantissa = Mantissa { mask: 0xFF, flip: 0, zero: TWO_23 };
 
 /// The lane integers of `shifted` (each in its lane's low bits, under `m.mask`) as floats:
 /// `(shifted & mask) ^ (bits(2^23) | flip)` in one instruction (truth table 0x6A is `(a & b) ^ c`),
-/// then one subtraction, where two integer instructions and a conversion took three. Every value is
-/// an integer below 2^24, so the result is the conversion's, bit for bit.
+/// then one float subtraction, instead of a conversion after the integer work (for Q4_0 a mask and
+/// a subtraction, now one instruction; for bytes a shift, as many as before). Every value is an
+/// integer below 2^24, so the result is the conversion's, bit for bit.
 #[inline(always)]
 unsafe fn from_mantissa(shifted: __m256i, m: &Mantissa) -> __m256 {
     let bits =
@@ -588,17 +589,19 @@ mod tests {
             for n in [32, 64, 96, 576] {
                 let bytes = packed::sample_rows(ty, n, 4);
                 let rows: Vec<&[u8]> = bytes.chunks(ty.row_bytes(n).unwrap()).collect();
-                let xs = wild(4 * n, 3);
+                // Eight inputs: the two-row kernel takes as many as prefill gives it.
+                let xs = wild(8 * n, 3);
                 let mut room = Vec::new();
-                let input = packed::prepare_input(ty, &xs, n, 4, &mut room);
+                let input = packed::prepare_input(ty, &xs, n, 8, &mut room);
                 let four_inputs = [input(0), input(1), input(2), input(3)];
+                let eight_inputs: [_; 8] = std::array::from_fn(&input);
                 let bits = |a: Vec<f32>| a.into_iter().map(f32::to_bits).collect::<Vec<_>>();
-                // SAFETY: AVX2 checked above; rows hold whole blocks for n weights.
                 let avx512 = std::arch::is_x86_feature_detected!("avx512f")
                     && std::arch::is_x86_feature_detected!("avx512dq")
                     && std::arch::is_x86_feature_detected!("avx512vl");
                 for (r, row) in rows.iter().enumerate() {
                     let portable = bits(packed::dot(ty, row, [input(r)]).to_vec());
+                    // SAFETY: AVX2 checked above; rows hold whole blocks for n weights.
                     let fast = unsafe { super::dot_packed(ty, row, [input(r)]) };
                     assert_eq!(bits(fast.to_vec()), portable, "{ty:?} n = {n}, row {r}");
                     if avx512 {
@@ -609,16 +612,17 @@ mod tests {
                 }
                 if avx512 {
                     // SAFETY: AVX-512F and DQ (and AVX2) checked; rows hold whole blocks for n weights.
-                    let fast = unsafe { super::dot_packed_rows2(ty, [rows[1], rows[3]], four_inputs) };
+                    let fast = unsafe { super::dot_packed_rows2(ty, [rows[1], rows[3]], eight_inputs) };
                     for (r, row) in [rows[1], rows[3]].into_iter().enumerate() {
                         assert_eq!(
                             bits(fast[r].to_vec()),
-                            bits(packed::dot(ty, row, four_inputs).to_vec()),
-                            "{ty:?} n = {n}, two rows × 4 inputs (AVX-512), row {r}"
+                            bits(packed::dot(ty, row, eight_inputs).to_vec()),
+                            "{ty:?} n = {n}, two rows × 8 inputs (AVX-512), row {r}"
                         );
                     }
                 }
                 let portable = bits(packed::dot(ty, rows[2], four_inputs).to_vec());
+                // SAFETY: as above.
                 let fast = unsafe { super::dot_packed(ty, rows[2], four_inputs) };
                 assert_eq!(bits(fast.to_vec()), portable, "{ty:?} n = {n}, 4 inputs");
                 if avx512 {

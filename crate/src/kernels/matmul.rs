@@ -409,50 +409,50 @@ unsafe fn packed_tile<'a>(
     packed_rows(out, ty, b, input, bias, s, rows, kernels)
 }
 
+/// [`packed_rows`] compiled for one set of x86 features, with that set's kernels as constants: a
+/// function per set, because with both sets chosen inside one function Q4_0's decode was 13 %
+/// slower (the kernels were no longer inlined into the loops). `$dot`: the one-row kernel;
+/// `$rows2`: the two-row one, if the set has it.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn packed_tile_avx2<'a>(
-    out: Out,
-    ty: PackedType,
-    b: &[u8],
-    input: impl Fn(usize) -> Input<'a>,
-    bias: Option<&[f32]>,
-    s: Shape,
-    rows: std::ops::Range<usize>,
-) {
-    use super::x86::dot_packed;
-    // SAFETY (both): AVX2 was detected by the caller.
-    let kernels = PackedKernels {
-        inputs4: |ty, row, xs| unsafe { dot_packed(ty, row, xs) },
-        one: |ty, row, x| unsafe { dot_packed(ty, row, [x]) }[0],
-        rows2: None,
+macro_rules! x86_packed_tile {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $dot:path, $rows2:expr) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        unsafe fn $name<'a>(
+            out: Out,
+            ty: PackedType,
+            b: &[u8],
+            input: impl Fn(usize) -> Input<'a>,
+            bias: Option<&[f32]>,
+            s: Shape,
+            rows: std::ops::Range<usize>,
+        ) {
+            // SAFETY (all): the caller detected this function's features, which the kernels need.
+            let kernels = PackedKernels {
+                inputs4: |ty, row, xs| unsafe { $dot(ty, row, xs) },
+                one: |ty, row, x| unsafe { $dot(ty, row, [x]) }[0],
+                rows2: $rows2,
+            };
+            packed_rows(out, ty, b, input, bias, s, rows, kernels)
+        }
     };
-    packed_rows(out, ty, b, input, bias, s, rows, kernels)
 }
 
-/// [`packed_tile_avx2`] with AVX-512: two rows per pass in prefill, and Q4_0's, Q8_0's and Q5_1's
-/// integers made floats without a conversion. (A function of its own, not a choice inside the AVX2
-/// one: with both sets of kernels in one function, Q4_0's decode was 13 % slower.)
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,avx512f,avx512dq,avx512vl")]
-unsafe fn packed_tile_avx512<'a>(
-    out: Out,
-    ty: PackedType,
-    b: &[u8],
-    input: impl Fn(usize) -> Input<'a>,
-    bias: Option<&[f32]>,
-    s: Shape,
-    rows: std::ops::Range<usize>,
-) {
-    use super::x86::{dot_packed_avx512, dot_packed_rows2};
-    // SAFETY (all three): AVX2, AVX-512F, DQ and VL were detected by the caller.
-    let kernels = PackedKernels {
-        inputs4: |ty, row, xs| unsafe { dot_packed_avx512(ty, row, xs) },
-        one: |ty, row, x| unsafe { dot_packed_avx512(ty, row, [x]) }[0],
-        rows2: Some(|ty, rows, xs| unsafe { dot_packed_rows2(ty, rows, xs) }),
-    };
-    packed_rows(out, ty, b, input, bias, s, rows, kernels)
-}
+x86_packed_tile!(
+    /// AVX2: a row at a time, against four tokens or one.
+    packed_tile_avx2, "avx2", super::x86::dot_packed, None
+);
+
+#[cfg(target_arch = "x86_64")]
+x86_packed_tile!(
+    /// AVX-512: two rows per pass in prefill, and Q4_0's, Q8_0's and Q5_1's integers made floats
+    /// without a conversion.
+    packed_tile_avx512,
+    "avx2,avx512f,avx512dq,avx512vl",
+    super::x86::dot_packed_avx512,
+    Some(|ty, rows, xs| unsafe { super::x86::dot_packed_rows2(ty, rows, xs) })
+);
 
 /// Output rows `rows` for every token: a row at a time against four tokens per pass, then one.
 /// Every result has the same bits either way. Prefill goes a chunk of tokens at a time (see

@@ -172,7 +172,7 @@ pub struct SnapshotRestore {
 
 /// `n` zero bytes, written by the pool's threads a mebibyte at a time. The zeros are not the
 /// cost: fresh pages are, each faulted in by the kernel at its first touch, which one thread did
-/// for all ~110 MB of SmolLM2's blocks in 135–215 ms in the page before the snapshot's read (then
+/// for all ~110 MB of SmolLM2's blocks in 135–217 ms in the page before the snapshot's read (then
 /// 10–40 ms). Spread over the pool: 67–101 ms (four restores each, timed in the Worker).
 fn zeroed_on_pool(n: usize) -> Vec<u8> {
     const PIECE: usize = 1 << 20;

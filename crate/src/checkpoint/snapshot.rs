@@ -173,7 +173,7 @@ pub struct SnapshotRestore {
 /// `n` bytes of `value`, written by the pool's threads a mebibyte at a time. For a snapshot's
 /// blocks (zeros) the writing is not the cost: fresh pages are, each faulted in by the kernel at its
 /// first touch, which one thread did for all ~110 MB of SmolLM2's blocks in 135–217 ms in the page
-/// before the snapshot's read (then 10–40 ms). Spread over the pool: 67–101 ms (four restores
+/// before the snapshot's read (then 11–57 ms). Spread over the pool: 67–101 ms (4–7 restores
 /// each, timed in the Worker).
 fn filled_on_pool(n: usize, value: u8) -> Vec<u8> {
     const PIECE: usize = 1 << 20;
